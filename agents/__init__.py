@@ -1,0 +1,1 @@
+"""testcurator package."""

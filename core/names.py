@@ -1,0 +1,212 @@
+"""Map PyTorch's instantiated test names to their device-generic identity.
+
+``instantiate_device_type_tests`` turns ``TestFoo.test_bar`` into
+``TestFooCPU.test_bar_cpu_float32`` (``@dtypes``),
+``TestFooCPU.test_bar_nn_functional_relu_cpu_float32`` (``@ops``) or
+``TestFooCURATEDEV.test_bar_x_1_curatedev_float16`` (``@parametrize``, renamed
+privateuse1). The config names tests by the generic ``Class::test`` only, so everything
+downstream (plugin, memory, runner) goes through this module.
+
+Two entry points: :func:`identify` works on live objects (the plugin at collection, which
+sees ``param_kwargs``) and is exact; :func:`parse_name` works on strings alone (JUnit XML
+from elsewhere) and needs the set of known generic names to split an op off a test name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+GENERIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*$")
+KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "privateuse1")
+
+
+@dataclass(frozen=True)
+class TestIdentity:
+    """What one instantiated test is, in device-generic terms."""
+
+    cls: str
+    test: str
+    device: str | None = None
+    dtype: str | None = None
+    op: str | None = None
+    op_variant: str | None = None
+    module: str | None = None
+    params: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def generic(self) -> str:
+        return f"{self.cls}::{self.test}"
+
+    @property
+    def op_formatted(self) -> str | None:
+        """The op as it appears in test names and marks (``nn_functional_relu``)."""
+        if self.op is None:
+            return None
+        base = self.op.replace(".", "_")
+        return f"{base}_{self.op_variant}" if self.op_variant else base
+
+
+@lru_cache(maxsize=1)
+def dtype_names() -> frozenset[str]:
+    """Every dtype name as PyTorch spells it in test names (``float32``, ``bool``...)."""
+    import torch
+
+    return frozenset(
+        str(v).split(".", 1)[1] for v in vars(torch).values() if isinstance(v, torch.dtype)
+    )
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.float32`` -> ``float32``; tuples (multi-dtype tests) join with ``_``."""
+    if isinstance(dtype, (tuple, list)):
+        return "_".join(dtype_name(d) for d in dtype)
+    text = str(dtype)
+    return text.split(".", 1)[1] if text.startswith("torch.") else text
+
+
+def device_name(device: Any) -> str:
+    """``'cuda:0'`` -> ``cuda``; lists (multi-device tests) keep their first."""
+    if isinstance(device, (tuple, list)):
+        device = device[0] if device else ""
+    return str(device).split(":", 1)[0]
+
+
+def _generic_test_name(fn: Callable[..., Any], attr_name: str) -> str | None:
+    # Instantiation wraps with functools.wraps, so __name__ is the template's "test_bar"
+    # whatever suffixes the attribute carries. The class comes from the collected class
+    # (not __qualname__), so a test inherited from a mixin keeps the subclass's name.
+    name = getattr(fn, "__name__", "") or ""
+    if name.startswith("test") and attr_name.startswith(name):
+        return name
+    return None
+
+
+def _param_kwargs(fn: Callable[..., Any]) -> Mapping[str, Any]:
+    defaults = getattr(fn, "__defaults__", None) or ()
+    if defaults and isinstance(defaults[0], dict):
+        return defaults[0]
+    return {}
+
+
+def _identity_fields(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    params: list[tuple[str, str]] = []
+    for key, value in kwargs.items():
+        if key in ("device", "devices"):
+            out["device"] = device_name(value)
+        elif key == "dtype":
+            out["dtype"] = dtype_name(value)
+        elif key == "op":
+            out["op"] = getattr(value, "name", str(value))
+            out["op_variant"] = getattr(value, "variant_test_name", "") or None
+        elif key == "module_info":
+            out["module"] = getattr(value, "name", str(value))
+        else:
+            params.append((key, repr(value)))
+    out["params"] = tuple(sorted(params))
+    return out
+
+
+def identify(cls: type, attr_name: str, fn: Callable[..., Any] | None = None) -> TestIdentity:
+    """Identity of ``cls.attr_name`` from the live objects (exact)."""
+    fn = fn if fn is not None else getattr(cls, attr_name, None)
+    device_type = getattr(cls, "device_type", None)
+    devices = _devices_for(device_type)
+    gtest = _generic_test_name(fn, attr_name) if fn is not None else None
+    if gtest is None:
+        return parse_name(cls.__name__, attr_name, devices=devices)
+    gcls, class_device = split_device_class(cls.__name__, devices if device_type else ())
+    fields = _identity_fields(_param_kwargs(fn))
+    if "device" not in fields and (class_device or device_type):
+        fields["device"] = str(class_device or device_type)
+    return TestIdentity(cls=gcls, test=gtest, **fields)
+
+
+def _devices_for(device_type: str | None) -> tuple[str, ...]:
+    return (str(device_type),) + KNOWN_DEVICES if device_type else KNOWN_DEVICES
+
+
+def split_device_class(cls_name: str, devices: Collection[str] = KNOWN_DEVICES) -> tuple[str, str | None]:
+    """``TestFooCPU`` -> (``TestFoo``, ``cpu``); a plain class keeps its name."""
+    for dev in sorted(devices, key=len, reverse=True):
+        suffix = dev.upper()
+        if cls_name.endswith(suffix) and len(cls_name) > len(suffix):
+            return cls_name[: -len(suffix)], dev
+    return cls_name, None
+
+
+def parse_name(
+    cls_name: str,
+    test_name: str,
+    *,
+    known_tests: Collection[str] | None = None,
+    devices: Collection[str] = KNOWN_DEVICES,
+) -> TestIdentity:
+    """Identity from strings only, e.g. from JUnit XML produced elsewhere.
+
+    ``known_tests`` (generic ``Class::test`` names, e.g. from memory) lets the longest
+    known test name win, so ``test_bar_nn_functional_relu`` splits into ``test_bar`` and
+    the op ``nn_functional_relu``. Without it, only device and dtype are stripped.
+    """
+    gcls, device = split_device_class(cls_name, devices)
+    rest, dtype = test_name, None
+    if device is not None:
+        rest, dtype = _strip_device_dtype(test_name, device)
+    op = None
+    if known_tests:
+        base = _longest_known(gcls, rest, known_tests)
+        if base is not None and base != rest:
+            op = rest[len(base) + 1 :]
+            rest = base
+    return TestIdentity(cls=gcls, test=rest, device=device, dtype=dtype, op=op)
+
+
+def _strip_device_dtype(test_name: str, device: str) -> tuple[str, str | None]:
+    marker = f"_{device}"
+    idx = test_name.rfind(marker + "_")
+    if idx > 0:
+        tail = test_name[idx + len(marker) + 1 :]
+        if tail in dtype_names() or all(p in dtype_names() for p in _dtype_parts(tail)):
+            return test_name[:idx], tail
+    if test_name.endswith(marker):
+        return test_name[: -len(marker)], None
+    return test_name, None
+
+
+def _dtype_parts(tail: str) -> list[str]:
+    # Multi-dtype suffixes ("float32_int64") split on "_" only where both halves are dtypes;
+    # float8_e4m3fn itself contains "_", so try the greedy split.
+    parts: list[str] = []
+    pieces = tail.split("_")
+    i = 0
+    while i < len(pieces):
+        for j in range(len(pieces), i, -1):
+            cand = "_".join(pieces[i:j])
+            if cand in dtype_names():
+                parts.append(cand)
+                i = j
+                break
+        else:
+            return [tail + "\0"]  # not a dtype suffix
+    return parts
+
+
+def _longest_known(gcls: str, rest: str, known_tests: Collection[str]) -> str | None:
+    best = None
+    for known in known_tests:
+        kcls, _, ktest = known.partition("::")
+        if kcls != gcls:
+            continue
+        if rest == ktest or rest.startswith(ktest + "_"):
+            if best is None or len(ktest) > len(best):
+                best = ktest
+    return best
+
+
+def is_generic_name(name: str) -> bool:
+    """True when ``name`` is ``Class::test`` (no path, no parameters)."""
+    return bool(GENERIC_NAME_RE.match(name))
