@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-GENERIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*$")
+# ``Class::test`` for methods; a bare ``test_func`` for module-level pytest functions.
+GENERIC_NAME_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*$")
 KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "privateuse1")
 
 
@@ -39,7 +40,8 @@ class TestIdentity:
 
     @property
     def generic(self) -> str:
-        return f"{self.cls}::{self.test}"
+        """``Class::test``; a module-level function (no class) is named by itself."""
+        return f"{self.cls}::{self.test}" if self.cls else self.test
 
     @property
     def op_formatted(self) -> str | None:
@@ -170,14 +172,15 @@ def _strip_device_dtype(test_name: str, device: str) -> tuple[str, str | None]:
     idx = test_name.rfind(marker + "_")
     if idx > 0:
         tail = test_name[idx + len(marker) + 1 :]
-        if tail in dtype_names() or all(p in dtype_names() for p in _dtype_parts(tail)):
+        if tail in dtype_names() or all(p in dtype_names() for p in dtype_parts(tail)):
             return test_name[:idx], tail
     if test_name.endswith(marker):
         return test_name[: -len(marker)], None
     return test_name, None
 
 
-def _dtype_parts(tail: str) -> list[str]:
+def dtype_parts(tail: str) -> list[str]:
+    """Split a dtype suffix into dtype names; a non-dtype tail comes back unsplit + NUL."""
     # Multi-dtype suffixes ("float32_int64") split on "_" only where both halves are dtypes;
     # float8_e4m3fn itself contains "_", so try the greedy split.
     parts: list[str] = []
@@ -208,5 +211,18 @@ def _longest_known(gcls: str, rest: str, known_tests: Collection[str]) -> str | 
 
 
 def is_generic_name(name: str) -> bool:
-    """True when ``name`` is ``Class::test`` (no path, no parameters)."""
+    """True when ``name`` is ``Class::test`` or a bare function name (no path, no parameters)."""
     return bool(GENERIC_NAME_RE.match(name))
+
+
+def instantiated_hint(name: str) -> str | None:
+    """If ``name`` looks like an instantiated name (``TestFooCPU::test_bar_cpu_float32``),
+    the generic name it most likely stands for; else None."""
+    cls, sep, test = name.partition("::")
+    if not sep:
+        return None
+    gcls, device = split_device_class(cls)
+    if device is None:
+        return None
+    gtest, _ = _strip_device_dtype(test, device)
+    return f"{gcls}::{gtest}" if gtest != test else None

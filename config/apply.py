@@ -1,0 +1,122 @@
+"""What the config says about one instantiated test: the single place outcomes are decided.
+
+The plugin calls :func:`decide` for every collected item; the runner and the pipeline use
+it to predict outcomes without running pytest. Order of precedence (first that applies):
+
+1. the file is not listed -> the config's ``unlisted_file_mode``;
+2. an ``edits`` exclusion of the item's dtype, op or module -> ``skip`` (that instance only);
+3. a declared capability the item needs and the backend lacks -> ``skip``, naming it
+   (a dtype added by ``edits.dtypes.include`` is taken as declared by that entry);
+4. the entry's mode, or the file's ``unlisted_test_mode`` when no entry names the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile
+from testcurator.config.schema import Capabilities, Edits, OpRef
+from testcurator.errors import Location
+from testcurator.names import TestIdentity, dtype_names, dtype_parts
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome the config assigns to one instantiated test, and why."""
+
+    mode: str
+    reason: str
+    origin: str  # entry | unlisted_test | unlisted_file | edit | capability
+    location: Location | None = None
+
+    @property
+    def curated(self) -> str:
+        """A short label for summaries: the mode, or ``skip (edit)`` style for derived skips."""
+        return self.mode if self.origin in ("entry", "unlisted_test", "unlisted_file") else f"{self.mode} ({self.origin})"
+
+
+def _norm(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def op_matches(ref_name: str, ident: TestIdentity) -> bool:
+    """``add`` matches every variant of add; ``sum_variant`` matches that variant only."""
+    if ident.op is None:
+        return False
+    return _norm(ref_name) in {_norm(ident.op), _norm(ident.op_formatted or "")}
+
+
+def split_dtypes(dtype: str | None) -> list[str]:
+    """``float32`` -> [float32]; a multi-dtype instance ``float32_int64`` -> both."""
+    if dtype is None:
+        return []
+    return [dtype] if dtype in dtype_names() else dtype_parts(dtype)
+
+
+def _excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
+    if edits is None:
+        return None
+    if edits.dtypes is not None:
+        for ref in edits.dtypes.exclude:
+            if ref.name in split_dtypes(ident.dtype):
+                return f"dtype {ref.name} excluded by edits"
+    if edits.ops is not None:
+        for op in edits.ops.exclude:
+            if op_matches(op.name, ident) and _op_dtype_applies(op, ident):
+                return f"op {op.name} excluded by edits"
+    if edits.modules is not None and ident.module is not None:
+        for mod in edits.modules.exclude:
+            if _norm(mod.name) == _norm(ident.module):
+                return f"module {mod.name} excluded by edits"
+    return None
+
+
+def _op_dtype_applies(op: OpRef, ident: TestIdentity) -> bool:
+    # An excluded op with dtypes excludes only those dtypes of it.
+    return op.dtypes is None or any(d.name in split_dtypes(ident.dtype) for d in op.dtypes)
+
+
+def _unsupported(caps: Capabilities, ident: TestIdentity, included: Iterable[str]) -> str | None:
+    dtypes = split_dtypes(ident.dtype)
+    if caps.supported_dtypes is not None:
+        supported = {d.name for d in caps.supported_dtypes} | set(included)
+        for name in dtypes:
+            if name not in supported:
+                return f"dtype {name} is not in supported_dtypes"
+    if caps.supported_ops is not None and ident.op is not None:
+        ref = next((op for op in caps.supported_ops if op_matches(op.name, ident)), None)
+        if ref is None:
+            return f"op {ident.op} is not in supported_ops"
+        if ref.dtypes is not None:
+            allowed = {d.name for d in ref.dtypes}
+            for name in dtypes:
+                if name not in allowed:
+                    return f"op {ident.op} is not supported for dtype {name}"
+    return None
+
+
+def _included_dtypes(entry: ResolvedEntry | None) -> list[str]:
+    if entry is None or entry.edits is None or entry.edits.dtypes is None:
+        return []
+    return [d.name for d in entry.edits.dtypes.include]
+
+
+def decide(config: LoadedConfig, file: ResolvedFile | None, ident: TestIdentity) -> Applied:
+    """The outcome ``config`` gives the test ``ident`` collected from ``file``."""
+    if file is None:
+        mode = config.unlisted_file_mode
+        return Applied(mode, f"file not listed in the curate config (unlisted_file_mode: {mode})", "unlisted_file")
+    entry = file.entry_for(ident.generic)
+    where = entry.location if entry is not None else file.location
+    excluded = _excluded_by_edit(entry.edits if entry else None, ident)
+    if excluded is not None:
+        return Applied("skip", f"{excluded} ({where})", "edit", where)
+    missing = _unsupported(file.capabilities, ident, _included_dtypes(entry))
+    if missing is not None:
+        return Applied("skip", f"{missing} ({file.location.file})", "capability", file.location)
+    if entry is None:
+        mode = file.unlisted_test_mode
+        return Applied(mode, f"not listed in the curate config (unlisted_test_mode: {mode})", "unlisted_test", file.location)
+    reason = entry.reason or f"curated as {entry.mode}"
+    return Applied(entry.mode, f"{reason} ({entry.location})", "entry", entry.location)

@@ -1,0 +1,236 @@
+"""Load a config (one YAML file or a directory of them) into resolved, checked form.
+
+Every problem is collected, not just the first, and reported as ``file:line:col:
+message``; :func:`load_config` raises :class:`~testcurator.errors.ConfigError` carrying
+them all. Paths expand ``${TORCH_ROOT}`` and any other ``${VAR}`` from the environment;
+a relative path resolves against the torch root (or, without one, the config's folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry
+from testcurator.config.yamlio import locate, read_yaml, to_plain
+from testcurator.errors import ConfigError, Location, Problem
+
+M = TypeVar("M", bound=BaseModel)
+CONFIG_SUFFIXES = (".yaml", ".yml")
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class ResolvedEntry:
+    """One ``tests`` entry with where it came from and the reason written above it."""
+
+    names: tuple[str, ...]
+    mode: str
+    edits: Edits | None
+    reason: str | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class ResolvedFile:
+    """One ``files`` entry, its path resolved and its capabilities made effective."""
+
+    raw_path: str
+    resolved_path: Path
+    unlisted_test_mode: str
+    capabilities: Capabilities
+    entries: tuple[ResolvedEntry, ...]
+    location: Location
+    by_name: dict[str, ResolvedEntry] = field(default_factory=dict, compare=False, repr=False)
+
+    def entry_for(self, generic: str) -> ResolvedEntry | None:
+        """The entry naming ``generic`` exactly (never a prefix or substring)."""
+        return self.by_name.get(generic)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A whole config: every document, merged."""
+
+    sources: tuple[Path, ...]
+    labels: tuple[str, ...]
+    unlisted_file_mode: str
+    files: tuple[ResolvedFile, ...]
+    _by_path: dict[str, ResolvedFile] = field(default_factory=dict, compare=False, repr=False)
+
+    def file_for(self, path: Path | str) -> ResolvedFile | None:
+        """The entry for an upstream test file, compared by real path."""
+        return self._by_path.get(_key(Path(path)))
+
+
+def _key(path: Path) -> str:
+    return os.path.realpath(path)
+
+
+def config_files(path: Path) -> list[Path]:
+    """The YAML files a config path stands for (a file, or a directory's, sorted)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in CONFIG_SUFFIXES and p.is_file())
+    return [path]
+
+
+def load_model(path: Path, model_cls: type[M]) -> tuple[M, Any]:
+    """Parse ``path`` into ``model_cls``; returns the model and the positioned YAML tree."""
+    if not path.exists():
+        raise ConfigError([Problem(Location(str(path)), "file does not exist")])
+    tree = read_yaml(path)
+    try:
+        return model_cls.model_validate(to_plain(tree)), tree
+    except ValidationError as exc:
+        raise ConfigError(pydantic_problems(exc, tree, str(path), model_cls)) from exc
+
+
+def pydantic_problems(exc: ValidationError, tree: Any, file: str, model_cls: type[BaseModel]) -> list[Problem]:
+    """Pydantic's errors as positioned problems with messages a YAML author understands."""
+    problems = []
+    for err in exc.errors():
+        loc = err["loc"]
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            allowed = _allowed_keys(model_cls, loc[:-1])
+            hint = f" (expected one of: {', '.join(allowed)})" if allowed else ""
+            message = f"unknown key {loc[-1]!r}{hint}"
+            where = locate(tree, loc, file, at_key=True)
+        else:
+            where = locate(tree, loc, file)
+            message = _message(err)
+        problems.append(Problem(where, f"{_dotted(loc)}: {message}" if kind != "extra_forbidden" else message))
+    return problems
+
+
+def _message(err: Any) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    if kind == "literal_error":
+        expected = msg.removeprefix("Input should be ")
+        what = "mode" if str(err["loc"][-1]).endswith("mode") else "value"
+        return f"unknown {what} {err.get('input')!r} (expected {expected})"
+    if kind == "missing":
+        return "required key is missing"
+    return msg
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _allowed_keys(model_cls: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    model: Any = model_cls
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        model = _field_model(model, part)
+        if model is None:
+            return []
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _field_model(model: Any, key: str) -> Any:
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return _inner_model(info.annotation)
+    return None
+
+
+def _inner_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def expand_path(raw: str, torch_root: Path | None, base: Path) -> tuple[Path | None, str | None]:
+    """Expand ``${VAR}``s; returns (path, None) or (None, the problem)."""
+    env = dict(os.environ)
+    if torch_root is not None:
+        env["TORCH_ROOT"] = str(torch_root)
+    missing = [v for v in _VAR_RE.findall(raw) if v not in env]
+    if missing:
+        return None, f"path {raw!r} uses undefined variable ${{{missing[0]}}} (set it, or pass --torch-root for TORCH_ROOT)"
+    path = Path(_VAR_RE.sub(lambda m: env[m.group(1)], raw)).expanduser()
+    if not path.is_absolute():
+        path = (torch_root if torch_root is not None else base) / path
+    return path, None
+
+
+def load_config(
+    paths: Path | Iterable[Path], *, torch_root: Path | None = None, check_paths: bool = False
+) -> LoadedConfig:
+    """Load, validate and merge every config document; raise ConfigError on any problem."""
+    from testcurator.config.resolve import merge_documents
+
+    roots = [paths] if isinstance(paths, Path) else list(paths)
+    problems: list[Problem] = []
+    docs: list[tuple[Path, ConfigDocument, Any]] = []
+    for root in roots:
+        if not root.exists():
+            problems.append(Problem(Location(str(root)), "config path does not exist"))
+            continue
+        files = config_files(root)
+        if not files:
+            problems.append(Problem(Location(str(root)), "no .yaml/.yml config files in this directory"))
+        for file in files:
+            try:
+                doc, tree = load_model(file, ConfigDocument)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+                continue
+            docs.append((file, doc, tree))
+    loaded, merge_problems = merge_documents(docs, torch_root=torch_root, check_paths=check_paths)
+    problems.extend(merge_problems)
+    if problems:
+        raise ConfigError(sorted(problems, key=_problem_order))
+    return loaded
+
+
+def _problem_order(problem: Problem) -> tuple[str, int, int]:
+    loc = problem.location
+    return (loc.file, loc.line or 0, loc.col or 0)
+
+
+def file_entry_location(tree: Any, file: Path, index: int) -> Location:
+    return locate(tree, ("test_suite_config", "files", index), str(file))
+
+
+def validate(paths: Sequence[Path], torch_root: Path | None = None) -> list[Problem]:
+    """Every problem in ``paths`` (``testcurator validate``); empty when all is well."""
+    try:
+        load_config(paths, torch_root=torch_root, check_paths=True)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+__all__ = [
+    "FileEntry",
+    "LoadedConfig",
+    "ResolvedEntry",
+    "ResolvedFile",
+    "config_files",
+    "expand_path",
+    "load_config",
+    "load_model",
+    "validate",
+]

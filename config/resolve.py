@@ -1,0 +1,152 @@
+"""Merge parsed config documents into one :class:`LoadedConfig`, with semantic checks.
+
+Checks beyond the schema: a path that does not expand or (for ``validate``) does not
+exist, the same upstream file listed twice, the same test listed twice in one file, a
+dtype both excluded and included, documents that disagree on ``unlisted_file_mode``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testcurator.config.loader import (
+    LoadedConfig,
+    ResolvedEntry,
+    ResolvedFile,
+    _key,
+    expand_path,
+)
+from testcurator.config.schema import Capabilities, ConfigDocument, FileEntry, TestEntry
+from testcurator.config.yamlio import locate
+from testcurator.errors import Location, Problem
+
+DEFAULT_UNLISTED_FILE_MODE = "skip"
+
+
+def effective_capabilities(top: Capabilities | None, per_file: Capabilities | None) -> Capabilities:
+    """Per-file ``global`` overrides the top-level one field by field."""
+    top = top or Capabilities()
+    if per_file is None:
+        return top
+    return Capabilities(
+        supported_dtypes=per_file.supported_dtypes if per_file.supported_dtypes is not None else top.supported_dtypes,
+        supported_ops=per_file.supported_ops if per_file.supported_ops is not None else top.supported_ops,
+    )
+
+
+def comment_above(lines: Sequence[str], line_index: int) -> str | None:
+    """The ``#`` comment block directly above 0-based ``line_index`` (the entry's reason)."""
+    out: list[str] = []
+    i = line_index - 1
+    while i >= 0 and lines[i].lstrip().startswith("#"):
+        out.append(lines[i].lstrip()[1:].strip())
+        i -= 1
+    text = " ".join(reversed(out)).strip()
+    return text or None
+
+
+def merge_documents(
+    docs: Sequence[tuple[Path, ConfigDocument, Any]], *, torch_root: Path | None, check_paths: bool
+) -> tuple[LoadedConfig, list[Problem]]:
+    problems: list[Problem] = []
+    files: list[ResolvedFile] = []
+    by_path: dict[str, ResolvedFile] = {}
+    labels: list[str] = []
+    modes: dict[str, Location] = {}
+    for source, doc, tree in docs:
+        suite = doc.test_suite_config
+        labels.extend(label for label in suite.labels if label not in labels)
+        if "unlisted_file_mode" in tree.get("test_suite_config", {}) or not modes:
+            modes.setdefault(suite.unlisted_file_mode, locate(tree, ("test_suite_config", "unlisted_file_mode"), str(source)))
+        lines = source.read_text(encoding="utf-8").splitlines()
+        for index, entry in enumerate(suite.files):
+            resolved = _resolve_file(source, tree, lines, index, entry, suite.global_, torch_root, check_paths, problems)
+            if resolved is None:
+                continue
+            key = _key(resolved.resolved_path)
+            if key in by_path:
+                first = by_path[key].location
+                problems.append(Problem(resolved.location, f"file {entry.path!r} is already listed at {first}"))
+                continue
+            by_path[key] = resolved
+            files.append(resolved)
+    if len(modes) > 1:
+        where = sorted(modes.items(), key=lambda kv: str(kv[1]))
+        for mode, loc in where[1:]:
+            problems.append(Problem(loc, f"unlisted_file_mode {mode!r} disagrees with {where[0][0]!r} at {where[0][1]}"))
+    mode = next(iter(modes), DEFAULT_UNLISTED_FILE_MODE)
+    loaded = LoadedConfig(
+        sources=tuple(source for source, _, _ in docs),
+        labels=tuple(labels),
+        unlisted_file_mode=mode,
+        files=tuple(files),
+        _by_path=by_path,
+    )
+    return loaded, problems
+
+
+def _resolve_file(
+    source: Path,
+    tree: Any,
+    lines: Sequence[str],
+    index: int,
+    entry: FileEntry,
+    top: Capabilities | None,
+    torch_root: Path | None,
+    check_paths: bool,
+    problems: list[Problem],
+) -> ResolvedFile | None:
+    base_loc = ("test_suite_config", "files", index)
+    path_loc = locate(tree, (*base_loc, "path"), str(source))
+    path, problem = expand_path(entry.path, torch_root, source.parent)
+    if path is None:
+        problems.append(Problem(path_loc, problem or "bad path"))
+        return None
+    if check_paths and not path.is_file():
+        problems.append(Problem(path_loc, f"upstream test file does not exist: {path}"))
+    entries = _resolve_entries(source, tree, lines, base_loc, entry.tests, problems)
+    by_name = {name: e for e in entries for name in e.names}
+    return ResolvedFile(
+        raw_path=entry.path,
+        resolved_path=path,
+        unlisted_test_mode=entry.unlisted_test_mode,
+        capabilities=effective_capabilities(top, entry.global_),
+        entries=tuple(entries),
+        location=locate(tree, base_loc, str(source)),
+        by_name=by_name,
+    )
+
+
+def _resolve_entries(
+    source: Path,
+    tree: Any,
+    lines: Sequence[str],
+    base_loc: tuple[Any, ...],
+    tests: Sequence[TestEntry],
+    problems: list[Problem],
+) -> list[ResolvedEntry]:
+    seen: dict[str, Location] = {}
+    out: list[ResolvedEntry] = []
+    for t_index, test in enumerate(tests):
+        entry_loc = locate(tree, (*base_loc, "tests", t_index), str(source))
+        for n_index, name in enumerate(test.names):
+            name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), str(source))
+            if name in seen:
+                problems.append(Problem(name_loc, f"test {name} is listed twice in this file (first at line {seen[name].line})"))
+            else:
+                seen[name] = name_loc
+        _check_edits(source, tree, (*base_loc, "tests", t_index), test, problems)
+        reason = test.reason or comment_above(lines, (entry_loc.line or 1) - 1)
+        out.append(ResolvedEntry(tuple(test.names), test.mode, test.edits, reason, entry_loc))
+    return out
+
+
+def _check_edits(source: Path, tree: Any, loc: tuple[Any, ...], test: TestEntry, problems: list[Problem]) -> None:
+    if test.edits is None or test.edits.dtypes is None:
+        return
+    both = {d.name for d in test.edits.dtypes.exclude} & {d.name for d in test.edits.dtypes.include}
+    for name in sorted(both):
+        where = locate(tree, (*loc, "edits", "dtypes"), str(source))
+        problems.append(Problem(where, f"dtype {name} is both excluded and included"))

@@ -1,0 +1,210 @@
+"""The curate plugin: applies a loaded config to collected items.
+
+At collection it identifies every instantiated test (generic name, device, dtype, op,
+module), adds dtype instances an entry asks for (``edits.dtypes.include``), applies the
+mode as a mark with the config's reason, adds ``op__``/``dtype__``/``module__`` marks,
+records the identity as JUnit properties, and reports per file what it applied and which
+config entries matched nothing. The upstream tree is never written to: new dtype
+instances are attributes added to the in-memory test class.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testcurator.config.apply import Applied, decide
+from testcurator.config.loader import LoadedConfig, ResolvedFile
+from testcurator.names import TestIdentity, identify
+
+IDENTITY_KEY = pytest.StashKey[TestIdentity]()
+APPLIED_KEY = pytest.StashKey[Applied]()
+INCLUDED_ATTR = "__curate_included_dtype__"
+
+
+@dataclass
+class CurateSummary:
+    """What the plugin applied in one collection; plain data so xdist can ship it."""
+
+    modes: Counter[str] = field(default_factory=Counter)
+    per_file: dict[str, Counter[str]] = field(default_factory=dict)
+    stale: dict[str, list[str]] = field(default_factory=dict)
+    included: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "modes": dict(self.modes),
+            "per_file": {k: dict(v) for k, v in self.per_file.items()},
+            "stale": self.stale,
+            "included": self.included,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CurateSummary:
+        return cls(
+            modes=Counter(data["modes"]),
+            per_file={k: Counter(v) for k, v in data["per_file"].items()},
+            stale={k: list(v) for k, v in data["stale"].items()},
+            included=int(data["included"]),
+        )
+
+
+def item_identity(item: pytest.Item) -> TestIdentity:
+    """The identity of a collected item (unittest method, or plain pytest function)."""
+    cls = getattr(item, "cls", None)
+    if cls is not None:
+        name = getattr(item, "originalname", None) or item.name
+        return identify(cls, name, getattr(cls, name, None))
+    name = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
+    return _function_identity(item, name)
+
+
+def _function_identity(item: pytest.Item, name: str) -> TestIdentity:
+    params = getattr(getattr(item, "callspec", None), "params", {}) or {}
+    fields = tuple(sorted((k, repr(v)) for k, v in params.items()))
+    return TestIdentity(cls="", test=name, params=fields)
+
+
+class CuratePlugin:
+    def __init__(self, config: pytest.Config, loaded: LoadedConfig) -> None:
+        self.config = config
+        self.loaded = loaded
+        self.summary = CurateSummary()
+        self._registered_marks: set[str] = set()
+
+    # --- edits.dtypes.include: add instances before unittest collects the class -------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector: pytest.Collector, name: str, obj: object) -> None:
+        if not isinstance(obj, type) or getattr(obj, "device_type", None) is None:
+            return None
+        file = self.loaded.file_for(Path(str(collector.path)))
+        if file is not None:
+            self.summary.included += add_included_dtypes(obj, file)
+        return None
+
+    # --- the decisions ----------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+        seen: dict[Path, set[str]] = {}
+        for item in items:
+            ident = item_identity(item)
+            file = self.loaded.file_for(item.path)
+            generic = ident.generic
+            applied = decide(self.loaded, file, ident)
+            item.stash[IDENTITY_KEY] = ident
+            item.stash[APPLIED_KEY] = applied
+            self._apply(item, ident, applied)
+            key = str(file.resolved_path) if file is not None else "(unlisted files)"
+            self.summary.modes[applied.curated] += 1
+            self.summary.per_file.setdefault(key, Counter())[applied.curated] += 1
+            if file is not None:
+                seen.setdefault(file.resolved_path, set()).add(generic)
+        self._record_stale(seen)
+
+    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied) -> None:
+        if applied.mode == "skip":
+            item.add_marker(pytest.mark.skip(reason=applied.reason))
+        elif applied.mode in ("xfail", "xfail_strict"):
+            item.add_marker(pytest.mark.xfail(reason=applied.reason, strict=applied.mode == "xfail_strict"))
+        for mark in marks_for(ident):
+            self._register_mark(mark)
+            item.add_marker(mark)
+        for key, value in junit_properties(ident, applied):
+            item.user_properties.append((key, value))
+
+    def _register_mark(self, mark: str) -> None:
+        # --strict-markers rejects unregistered marks, so register each dynamic one once.
+        if mark not in self._registered_marks:
+            self.config.addinivalue_line("markers", f"{mark}: added by testcurator at collection")
+            self._registered_marks.add(mark)
+
+    def _record_stale(self, seen: dict[Path, set[str]]) -> None:
+        # Only files that were collected can have stale entries; others are out of this run.
+        for file in self.loaded.files:
+            if file.resolved_path not in seen:
+                continue
+            names = [n for e in file.entries for n in e.names if n not in seen[file.resolved_path]]
+            if names:
+                self.summary.stale[str(file.resolved_path)] = sorted(names)
+
+    # --- reporting, xdist-safe --------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput["testcurator_summary"] = self.summary.to_dict()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Every worker collects the same items, so one worker's summary is the run's.
+        data = getattr(node, "workeroutput", {}).get("testcurator_summary")
+        if data is not None and not self.summary.modes:
+            self.summary = CurateSummary.from_dict(data)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from testcurator.plugin.report import write_summary
+
+        write_summary(terminalreporter, self.summary)
+
+
+def marks_for(ident: TestIdentity) -> list[str]:
+    """``op__<name>``, ``dtype__<name>``, ``module__<name>`` for one identity."""
+    marks = []
+    if ident.op is not None:
+        marks.append(f"op__{ident.op_formatted}")
+    if ident.dtype is not None:
+        marks.append(f"dtype__{ident.dtype}")
+    if ident.module is not None:
+        marks.append(f"module__{ident.module.replace('.', '_')}")
+    return marks
+
+
+def junit_properties(ident: TestIdentity, applied: Applied) -> list[tuple[str, str]]:
+    props = [("curate_generic", ident.generic), ("curate_mode", applied.mode), ("curate_origin", applied.origin)]
+    for key in ("device", "dtype", "op", "module"):
+        value = getattr(ident, key)
+        if value is not None:
+            props.append((f"curate_{key}", str(value)))
+    return props
+
+
+def add_included_dtypes(cls: type, file: ResolvedFile) -> int:
+    """Add ``edits.dtypes.include`` instances to a device-specific class; returns how many."""
+    import torch
+
+    wanted = {n: [d.name for d in e.edits.dtypes.include] for e in file.entries if e.edits and e.edits.dtypes for n in e.names}
+    wanted = {k: v for k, v in wanted.items() if v}
+    if not wanted:
+        return 0
+    existing = {name: identify(cls, name) for name in dir(cls) if name.startswith("test") and callable(getattr(cls, name, None))}
+    present = {(i.generic, i.op_formatted, i.module, i.params, i.dtype) for i in existing.values()}
+    added = 0
+    for attr, ident in sorted(existing.items()):
+        if ident.generic not in wanted or ident.dtype is None or not attr.endswith(f"_{ident.dtype}"):
+            continue
+        for dtype in wanted[ident.generic]:
+            key = (ident.generic, ident.op_formatted, ident.module, ident.params, dtype)
+            new_attr = attr[: -len(ident.dtype)] + dtype
+            if key in present or hasattr(cls, new_attr):
+                continue
+            setattr(cls, new_attr, _retyped(getattr(cls, attr), getattr(torch, dtype)))
+            present.add(key)
+            added += 1
+    return added
+
+
+def _retyped(instantiated: Any, dtype: Any) -> Any:
+    """A copy of an instantiated test that runs with another dtype."""
+    kwargs = dict((instantiated.__defaults__ or ({},))[0])
+    kwargs["dtype"] = dtype
+
+    @functools.wraps(instantiated)
+    def included(self: Any, param_kwargs: dict[str, Any] = kwargs) -> Any:
+        return instantiated(self, param_kwargs=param_kwargs)
+
+    setattr(included, INCLUDED_ATTR, True)
+    return included

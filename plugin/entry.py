@@ -1,0 +1,117 @@
+"""The pytest entry point (``pytest11``): options, and registration only when they are used.
+
+Like pytest's own plugins, this module only declares the ``curate`` option group; the
+objects that do work are registered in :func:`pytest_configure` when their option is
+given, so installing testcurator changes nothing for a plain ``pytest`` run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from testcurator.plugin import capture, events
+
+_EXTENSIONS = (capture, events)
+
+
+def _existing_path(value: str) -> Path:
+    path = Path(value)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"config path does not exist: {value}")
+    return path
+
+
+def _existing_dir(value: str) -> Path:
+    path = Path(value)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"not a directory: {value}")
+    return path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("curate", "testcurator: apply a curated test-suite config")
+    group.addoption(
+        "--curate-config",
+        dest="curate_config",
+        type=_existing_path,
+        default=None,
+        metavar="PATH",
+        help="config file or directory of configs to apply (also ini: curate_config)",
+    )
+    parser.addini("curate_config", "config file or directory of configs to apply", type="string", default="")
+    group.addoption(
+        "--curate-torch-root",
+        dest="curate_torch_root",
+        type=_existing_dir,
+        default=None,
+        metavar="DIR",
+        help="value of ${TORCH_ROOT} in config paths (default: $TORCH_ROOT, else the rootdir)",
+    )
+    group.addoption(
+        "--curate-backend",
+        dest="curate_backend",
+        default=None,
+        metavar="MODULE",
+        help="import MODULE (dotted name, or path to a package/.py) before collection to register a "
+        "privateuse1 backend, so device-generic tests instantiate for it",
+    )
+    for extension in _EXTENSIONS:
+        extension.add_options(group, parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    # The backend must be registered before any conftest or test module imports
+    # torch.testing._internal.common_device_type, which fixes its device list at import.
+    spec = getattr(early_config.known_args_namespace, "curate_backend", None)
+    if spec:
+        import_backend(spec)
+
+
+def import_backend(spec: str) -> object:
+    """Import a backend module by dotted name or by path; idempotent."""
+    path = Path(spec)
+    if path.suffix == ".py" or path.is_dir() or os.sep in spec:
+        if not path.exists():
+            raise pytest.UsageError(f"--curate-backend: no such module path: {spec}")
+        parent, name = str(path.resolve().parent), path.stem if path.suffix == ".py" else path.name
+        if parent not in sys.path:
+            sys.path.insert(0, parent)
+        spec = name
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        raise pytest.UsageError(f"--curate-backend: cannot import {spec!r}: {exc}") from exc
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("curate_backend", None):
+        import_backend(config.getoption("curate_backend"))
+    config_path = config.getoption("curate_config", None) or config.getini("curate_config") or None
+    if config_path:
+        _register_curate(config, Path(config_path))
+    for extension in _EXTENSIONS:
+        extension.configure(config)
+
+
+def _register_curate(config: pytest.Config, config_path: Path) -> None:
+    from testcurator.config.loader import load_config
+    from testcurator.errors import ConfigError
+    from testcurator.plugin.curate import CuratePlugin
+
+    if not config_path.is_absolute():
+        config_path = config.invocation_params.dir / config_path
+    torch_root = config.getoption("curate_torch_root", None)
+    if torch_root is None:
+        torch_root = Path(os.environ["TORCH_ROOT"]) if os.environ.get("TORCH_ROOT") else config.rootpath
+    try:
+        loaded = load_config(config_path, torch_root=Path(torch_root).resolve())
+    except ConfigError as exc:
+        raise pytest.UsageError(f"--curate-config: invalid config:\n{exc}") from exc
+    config.pluginmanager.register(CuratePlugin(config, loaded), "testcurator-curate")
