@@ -1,0 +1,224 @@
+"""The curate plugin on real device-generic tests (pytester, real op_db on CPU)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+BASE = """
+test_suite_config:
+  files:
+    - path: ${{TORCH_ROOT}}/test_foo.py
+      unlisted_test_mode: {unlisted}
+      tests:
+{tests}
+"""
+
+
+def write_config(pytester: pytest.Pytester, body: str, name: str = "curate.yaml") -> str:
+    path = pytester.path / name
+    path.write_text(body)
+    return str(path)
+
+
+def run(pytester: pytest.Pytester, tests: str, *args: str, unlisted: str = "skip", extra: str = "") -> pytest.RunResult:
+    body = BASE.format(unlisted=unlisted, tests=tests) + extra
+    cfg = write_config(pytester, body)
+    return pytester.runpytest("-p", "no:cacheprovider", "--curate-config", cfg, "--curate-torch-root", str(pytester.path), "-rA", *args)
+
+
+def outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """node id -> outcome word from -rA lines (PASSED/SKIPPED/XFAIL/XPASS/FAILED)."""
+    out = {}
+    for line in result.outlines:
+        m = re.match(r"^(PASSED|FAILED|XFAIL|XPASS|ERROR) (\S+)", line)
+        if m:
+            out[m.group(2).split("::", 1)[1]] = m.group(1)
+    return out
+
+
+def test_plugin_inactive_without_option(generic_file: pytest.Pytester) -> None:
+    result = generic_file.runpytest("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=17, failed=1)
+    assert "testcurator" not in result.stdout.str()
+
+
+def test_modes_apply_with_reasons(generic_file: pytest.Pytester) -> None:
+    tests = """
+        # Plain arithmetic; green on the backend.
+        - names: [TestFoo::test_bar, TestPlain::test_q]
+          mode: mandatory_success
+        # Compares different numbers on purpose.
+        - names: [TestFoo::test_fails]
+          mode: xfail
+        - names: [TestPlain::test_passes]
+          mode: xfail_strict
+        - names: [test_function]
+          mode: skip
+    """
+    result = run(generic_file, tests)
+    got = outcomes(result)
+    assert got["TestFooCPU::test_bar_cpu_float32"] == "PASSED"
+    assert got["TestPlain::test_q_k_3"] == "PASSED"
+    assert got["TestFooCPU::test_fails_cpu"] == "XFAIL"
+    assert got["TestPlain::test_passes"] == "FAILED"  # strict xfail that passed
+    result.stdout.fnmatch_lines(["*XPASS(strict)*", "*Compares different numbers on purpose*"])
+    # unlisted_test_mode: skip covers test_op, test_param, storage tests; test_function is listed skip.
+    result.assert_outcomes(passed=5, failed=1, xfailed=1, skipped=11)
+
+
+@pytest.mark.parametrize(
+    ("listed", "expected_run"),
+    [
+        ("TestFoo::test_storage_error", {"TestFooCPU::test_storage_error_cpu"}),
+        ("TestFoo::test_storage_error_no_attribute", {"TestFooCPU::test_storage_error_no_attribute_cpu"}),
+    ],
+)
+def test_exact_match_never_substring(generic_file: pytest.Pytester, listed: str, expected_run: set[str]) -> None:
+    result = run(generic_file, f"        - names: [{listed}]\n          mode: mandatory_success\n")
+    passed = {k for k, v in outcomes(result).items() if v == "PASSED"}
+    assert passed == expected_run
+
+
+def test_edits_cost_one_instance_each(generic_file: pytest.Pytester) -> None:
+    tests = """
+        - names: [TestFoo::test_bar]
+          mode: mandatory_success
+          edits:
+            dtypes:
+              exclude: [{name: int64}]
+              include: [{name: bfloat16}]
+        - names: [TestFoo::test_op]
+          mode: mandatory_success
+          edits:
+            ops:
+              exclude: [{name: sub}, {name: nn.functional.relu, dtypes: [{name: float64}]}]
+    """
+    result = run(generic_file, tests)
+    passed = {k for k, v in outcomes(result).items() if v == "PASSED"}
+    assert passed == {
+        "TestFooCPU::test_bar_cpu_float32",
+        "TestFooCPU::test_bar_cpu_float64",
+        "TestFooCPU::test_bar_cpu_bfloat16",  # added coverage, upstream file untouched
+        "TestFooCPU::test_op_add_cpu_float32",
+        "TestFooCPU::test_op_add_cpu_float64",
+        "TestFooCPU::test_op_nn_functional_relu_cpu_float32",
+    }
+    text = result.stdout.str()
+    assert "dtype int64 excluded by edits" in text
+    assert "op sub excluded by edits" in text
+    assert "bfloat16" not in (generic_file.path / "test_foo.py").read_text()
+
+
+def test_capabilities_skip_with_named_reason(generic_file: pytest.Pytester) -> None:
+    tests = """
+        - names: [TestFoo::test_bar, TestFoo::test_op]
+          mode: mandatory_success
+    """
+    extra = """  global:
+    supported_dtypes: [{name: float32}, {name: float64}]
+    supported_ops: [{name: add}, {name: sub, dtypes: [{name: float32}]}]
+"""
+    result = run(generic_file, tests, extra=extra)
+    passed = {k for k, v in outcomes(result).items() if v == "PASSED"}
+    assert passed == {
+        "TestFooCPU::test_bar_cpu_float32",
+        "TestFooCPU::test_bar_cpu_float64",
+        "TestFooCPU::test_op_add_cpu_float32",
+        "TestFooCPU::test_op_add_cpu_float64",
+        "TestFooCPU::test_op_sub_cpu_float32",
+    }
+    result.stdout.fnmatch_lines_random([
+        "*dtype int64 is not in supported_dtypes*",
+        "*op nn.functional.relu is not in supported_ops*",
+        "*op sub is not supported for dtype float64*",
+    ])
+
+
+def test_marks_select_with_strict_markers(generic_file: pytest.Pytester) -> None:
+    tests = "        - names: [TestFoo::test_op]\n          mode: mandatory_success\n"
+    result = run(generic_file, tests, "--strict-markers", "-m", "op__add and dtype__float32")
+    result.assert_outcomes(passed=1, deselected=17)
+    assert outcomes(result) == {"TestFooCPU::test_op_add_cpu_float32": "PASSED"}
+
+
+def test_summary_counts_and_stale_entries(generic_file: pytest.Pytester) -> None:
+    tests = """
+        - names: [TestFoo::test_bar, TestFoo::test_was_removed_upstream]
+          mode: mandatory_success
+    """
+    result = run(generic_file, tests)
+    result.stdout.fnmatch_lines([
+        "*testcurator*",
+        "18 tests curated: mandatory_success 3, skip 15",
+        "*1 stale config entries*",
+        "*test_foo.py: TestFoo::test_was_removed_upstream",
+    ])
+
+
+def test_unlisted_file_mode(generic_file: pytest.Pytester) -> None:
+    cfg = write_config(generic_file, "test_suite_config:\n  unlisted_file_mode: mandatory_success\n  files: []\n")
+    result = generic_file.runpytest("-p", "no:cacheprovider", "--curate-config", cfg)
+    result.assert_outcomes(passed=17, failed=1)
+    cfg = write_config(generic_file, "test_suite_config:\n  files: []\n", name="default.yaml")
+    result = generic_file.runpytest("-p", "no:cacheprovider", "--curate-config", cfg)
+    result.assert_outcomes(skipped=18)
+
+
+def test_junit_properties_carry_identity(generic_file: pytest.Pytester) -> None:
+    tests = "        - names: [TestFoo::test_op]\n          mode: mandatory_success\n"
+    xml = generic_file.path / "out.xml"
+    run(generic_file, tests, f"--junitxml={xml}", "-m", "op__nn_functional_relu and dtype__float64")
+    text = xml.read_text()
+    for expected in ('name="curate_generic" value="TestFoo::test_op"', 'name="curate_op" value="nn.functional.relu"',
+                     'name="curate_dtype" value="float64"', 'name="curate_device" value="cpu"',
+                     'name="curate_mode" value="mandatory_success"'):
+        assert expected in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--curate-config", "does-not-exist.yaml"], "config path does not exist"),
+        (["--curate-torch-root", "no-such-dir", "--curate-config", "."], "not a directory"),
+    ],
+)
+def test_bad_option_values_fail_at_parse_time(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_invalid_config_is_a_usage_error_with_location(generic_file: pytest.Pytester) -> None:
+    cfg = write_config(generic_file, "test_suite_config:\n  files:\n    - path: x.py\n      tests:\n        - names: [A::b]\n          mode: skipp\n")
+    result = generic_file.runpytest("--curate-config", cfg)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*curate.yaml:6:17: *unknown mode 'skipp'*"])
+
+
+def test_ini_key_enables_plugin(generic_file: pytest.Pytester) -> None:
+    write_config(generic_file, "test_suite_config:\n  unlisted_file_mode: skip\n  files: []\n")
+    generic_file.makeini("[pytest]\ncurate_config = curate.yaml\n")
+    result = generic_file.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=18)
+
+
+def test_xdist_gives_same_outcomes(generic_file: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    tests = """
+        - names: [TestFoo::test_bar]
+          mode: mandatory_success
+          edits:
+            dtypes:
+              include: [{name: bfloat16}]
+        - names: [TestFoo::test_fails]
+          mode: xfail_strict
+    """
+    cfg = write_config(generic_file, BASE.format(unlisted="mandatory_success", tests=tests))
+    common = ["-p", "no:cacheprovider", "--curate-config", cfg, "--curate-torch-root", str(generic_file.path)]
+    serial = generic_file.runpytest_subprocess(*common)
+    parallel = generic_file.runpytest_subprocess(*common, "-n", "2")
+    assert serial.parseoutcomes() == parallel.parseoutcomes()
+    assert serial.parseoutcomes()["passed"] == 18
+    parallel.stdout.fnmatch_lines(["*19 tests curated: mandatory_success 18, xfail_strict 1*"])
