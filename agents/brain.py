@@ -1,0 +1,278 @@
+"""The role every stage agent delegates its decisions to: a brain.
+
+One Protocol (:class:`Brain`), an explicit registry (:data:`BRAINS`), and the request
+records that carry the evidence a brain decides from. A brain answers a *batch*: one
+decision per request, in request order. The offline brain (agents/offline.py) decides
+from evidence and rules; the LLM brain (agents/llm.py) asks an OpenAI-compatible endpoint
+and is checked by the rails (agents/rails.py) before anything it says is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from testcurator.agents.decision import Decision, FileDecision
+from testcurator.errors import BadInputError
+
+if TYPE_CHECKING:
+    from testcurator.agents.llm_client import LLMSettings
+    from testcurator.config.profile import BackendProfile
+
+FAILED_OUTCOMES = frozenset({"failed", "error", "timeout"})
+PASSED_OUTCOMES = frozenset({"passed"})
+
+
+def op_key(name: str) -> str:
+    """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
+    return name.removeprefix("aten::")
+
+
+def op_matches(op: str, entry: str) -> bool:
+    """Whether ``op`` is covered by ``entry``: equal, or an overload of the ATen base ``entry``.
+
+    Only ATen-qualified names have overloads split off: OpInfo names contain dots too.
+    """
+    if op_key(op) == op_key(entry):
+        return True
+    return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a brain knows of the backend: declared capabilities and known gaps.
+
+    ``supported_dtypes`` / ``supported_ops`` are as declared (None: not declared, so no
+    inference from absence). ``unsupported_*`` are known gaps (declared, or learnt from
+    execution). ``registered_ops`` are ATen ops the backend's source registers (discovery),
+    informative only: composite ops run without a registration.
+    """
+
+    name: str
+    device: str
+    hooks: tuple[str, ...] = ()
+    preferences: tuple[str, ...] = ()
+    supported_dtypes: frozenset[str] | None = None
+    supported_ops: Mapping[str, frozenset[str] | None] | None = None
+    unsupported_ops: frozenset[str] = frozenset()
+    unsupported_dtypes: frozenset[str] = frozenset()
+    registered_ops: frozenset[str] = frozenset()
+    has_fallback: bool = False
+
+    @classmethod
+    def from_profile(cls, profile: BackendProfile, *, registered_ops: Iterable[str] = (), has_fallback: bool = False,
+                     unsupported_ops: Iterable[str] = (), unsupported_dtypes: Iterable[str] = ()) -> BackendContext:
+        """The context for ``profile`` plus what discovery and execution found."""
+        ops = None if profile.supported_ops is None else {
+            o.name: None if o.dtypes is None else frozenset(d.name for d in o.dtypes) for o in profile.supported_ops}
+        dtypes = None if profile.supported_dtypes is None else frozenset(d.name for d in profile.supported_dtypes)
+        return cls(name=profile.name, device=profile.device.torch_name, hooks=tuple(profile.hooks),
+                   preferences=tuple(profile.preferences), supported_dtypes=dtypes, supported_ops=ops,
+                   unsupported_ops=frozenset(unsupported_ops), unsupported_dtypes=frozenset(unsupported_dtypes),
+                   registered_ops=frozenset(registered_ops), has_fallback=has_fallback)
+
+    def dtype_unsupported(self, dtype: str) -> bool:
+        if dtype in self.unsupported_dtypes:
+            return True
+        return self.supported_dtypes is not None and dtype not in self.supported_dtypes
+
+    def op_unsupported(self, op: str) -> bool:
+        """Known unsupported; a declared ``supported_ops`` list covers OpInfo names only."""
+        if any(op_matches(op, entry) for entry in self.unsupported_ops):
+            return True
+        if self.supported_ops is None or op.startswith("aten::"):
+            return False
+        return op not in self.supported_ops
+
+    def to_prompt(self) -> dict[str, Any]:
+        """JSON-ready, sorted: what prompts show and what cache keys hash."""
+        ops = None if self.supported_ops is None else {
+            k: None if v is None else sorted(v) for k, v in sorted(self.supported_ops.items())}
+        return {
+            "name": self.name, "device": self.device, "hooks": list(self.hooks),
+            "preferences": list(self.preferences),
+            "supported_dtypes": None if self.supported_dtypes is None else sorted(self.supported_dtypes),
+            "supported_ops": ops, "unsupported_ops": sorted(self.unsupported_ops),
+            "unsupported_dtypes": sorted(self.unsupported_dtypes),
+            "registered_ops": sorted(self.registered_ops), "has_fallback": self.has_fallback,
+        }
+
+
+@dataclass(frozen=True)
+class BrainContext:
+    """Per-run facts every batch is checked against: the backend, the tests that exist in
+    memory (names outside it are rejected), and the upstream test tree's root."""
+
+    backend: BackendContext
+    known_tests: frozenset[str]
+    tree: Path
+
+
+@dataclass(frozen=True)
+class ScopeRequest:
+    """Stage 1: one folder or file of the test tree (``path`` relative to the tree)."""
+
+    path: str
+    kind: Literal["dir", "file"]
+    summary: str = ""
+    n_tests: int | None = None
+    sample_tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SimilarTest:
+    """A nearby, already-decided test from memory (embedding neighbour)."""
+
+    test: str
+    mode: str
+    reason: str
+    score: float
+
+
+@dataclass(frozen=True)
+class BucketRequest:
+    """Stage 3: one device-generic test and the evidence memory holds about it.
+
+    ``ops`` are OpInfo ops the test is parametrized over (``@ops``), ``aten_ops`` the ATen
+    ops it called when run under the op-capturing dispatch mode, ``dtypes`` its
+    parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos.
+    """
+
+    test: str
+    file: str
+    content_hash: str
+    summary: str = ""
+    decorators: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    aten_ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    source: str = ""
+    similar: tuple[SimilarTest, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One instantiated variant's results on the device, one outcome per attempt."""
+
+    variant: str
+    outcomes: tuple[str, ...]
+    dtype: str | None = None
+    op: str | None = None
+    module: str | None = None
+    failure_class: str | None = None
+    message: str = ""
+
+    @property
+    def consistently_failed(self) -> bool:
+        return bool(self.outcomes) and all(o in FAILED_OUTCOMES for o in self.outcomes)
+
+    @property
+    def consistently_passed(self) -> bool:
+        return bool(self.outcomes) and all(o in PASSED_OUTCOMES for o in self.outcomes)
+
+
+@dataclass(frozen=True)
+class RefineRequest:
+    """Stage 4: a test, its earlier decision, and what happened on the device."""
+
+    request: BucketRequest
+    previous: Decision | None
+    executions: tuple[ExecutionRecord, ...] = ()
+
+    @property
+    def test(self) -> str:
+        return self.request.test
+
+
+def request_json(request: Any) -> dict[str, Any]:
+    """A request dataclass as JSON-ready dict (prompts, cache keys)."""
+    return {f.name: _plain(getattr(request, f.name)) for f in fields(request)}
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class Usage:
+    """Accounting for the report: LLM calls and tokens, cache hits, failures, fallbacks."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    cached_items: int = 0
+    failures: int = 0
+    reasks: int = 0
+    rail_violations: int = 0
+    fallbacks: int = 0
+
+    def add(self, other: Usage) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Brain(Protocol):
+    """Decides a batch: one record per request, in request order."""
+
+    name: str
+    usage: Usage
+
+    def scope(self, requests: Sequence[ScopeRequest], ctx: BrainContext) -> list[FileDecision]: ...
+
+    def bucket(self, requests: Sequence[BucketRequest], ctx: BrainContext) -> list[Decision]: ...
+
+    def refine(self, requests: Sequence[RefineRequest], ctx: BrainContext) -> list[Decision]: ...
+
+
+@dataclass(frozen=True)
+class BrainSettings:
+    """What a brain factory gets. ``fallback`` is the brain the LLM brain hands rejected
+    answers to (default: a new offline brain)."""
+
+    llm: LLMSettings | None = None
+    state_dir: Path | None = None
+    fallback: Brain | None = field(default=None, compare=False)
+
+
+def _make_offline(settings: BrainSettings) -> Brain:
+    # Imported here, not at module top: the brains import this module for the Protocol.
+    from testcurator.agents.offline import OfflineBrain
+
+    return OfflineBrain(settings)
+
+
+def _make_llm(settings: BrainSettings) -> Brain:
+    from testcurator.agents.llm import LLMBrain
+
+    if settings.llm is None:
+        raise BadInputError(
+            "--brain llm needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and "
+            "TESTCURATOR_LLM_MODEL) or llm.base_url / llm.model in the config")
+    fallback = settings.fallback if settings.fallback is not None else make_brain("offline", settings)
+    return LLMBrain(settings.llm, fallback=fallback, state_dir=settings.state_dir)
+
+
+BRAINS: dict[str, Callable[[BrainSettings], Brain]] = {
+    "offline": _make_offline,
+    "llm": _make_llm,
+}
+
+
+def make_brain(name: str, settings: BrainSettings) -> Brain:
+    """The brain registered as ``name``; an unknown name is bad input (exit 2)."""
+    try:
+        factory = BRAINS[name]
+    except KeyError:
+        raise BadInputError(f"unknown brain {name!r} (expected one of: {', '.join(sorted(BRAINS))})") from None
+    return factory(settings)

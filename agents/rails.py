@@ -1,0 +1,136 @@
+"""Rails: deterministic checks no brain's answer can pass around.
+
+A decision is rejected when it names a test that is not in memory (or not in the batch),
+uses a mode outside the four, demands ``mandatory_success`` of a test that cannot run on
+the backend (known unsupported op, or nothing but unsupported dtypes/ops left), contradicts
+execution evidence, or (scope) names a path outside the test tree or not asked about.
+Requests left without a decision are reported too, so the caller can decide them another
+way. The checks return violations; they never fix an answer (the caller re-asks or falls
+back, and the report says so).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest, op_matches
+from testcurator.agents.decision import Decision, FileDecision
+from testcurator.config.schema import MODES
+
+UNKNOWN_TEST = "unknown_test"
+NOT_REQUESTED = "not_requested"
+MISSING = "missing"
+DUPLICATE = "duplicate"
+BAD_MODE = "bad_mode"
+UNSUPPORTED_MANDATORY = "unsupported_mandatory"
+CONTRADICTS_EXECUTION = "contradicts_execution"
+PATH_OUTSIDE_TREE = "path_outside_tree"
+UNKNOWN_PATH = "unknown_path"
+# Infrastructure failures say nothing about the test itself (runner, device reset...).
+_NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
+
+
+@dataclass(frozen=True)
+class RailViolation:
+    """One broken rail: the test or path it concerns, the rule, and what was wrong."""
+
+    subject: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: [{self.rule}] {self.message}"
+
+
+def check_bucket(
+    decisions: Sequence[Decision],
+    requests: Sequence[BucketRequest | RefineRequest],
+    known_tests: Collection[str],
+    backend: BackendContext,
+) -> list[RailViolation]:
+    """Every rail a batch of test decisions (stage 3 or 4) breaks."""
+    by_test = {r.test: r for r in requests}
+    violations = _coverage([d.test for d in decisions], list(by_test))
+    for decision in decisions:
+        if decision.test not in known_tests:
+            violations.append(RailViolation(decision.test, UNKNOWN_TEST, "no such test in memory"))
+            continue
+        request = by_test.get(decision.test)
+        if request is None:
+            violations.append(RailViolation(decision.test, NOT_REQUESTED, "this test was not in the batch"))
+            continue
+        if decision.mode not in MODES:
+            violations.append(RailViolation(decision.test, BAD_MODE, f"mode {decision.mode!r} is not one of {', '.join(MODES)}"))
+            continue
+        violations.extend(_capability_rails(decision, request, backend))
+        if isinstance(request, RefineRequest):
+            violations.extend(_execution_rails(decision, request))
+    return violations
+
+
+def _coverage(answered: list[str], requested: list[str]) -> list[RailViolation]:
+    counts = Counter(answered)
+    out = [RailViolation(name, DUPLICATE, f"decided {n} times") for name, n in counts.items() if n > 1]
+    out += [RailViolation(name, MISSING, "no decision for this request") for name in requested if name not in counts]
+    return out
+
+
+def _capability_rails(decision: Decision, request: BucketRequest | RefineRequest, backend: BackendContext) -> list[RailViolation]:
+    if decision.mode != "mandatory_success":
+        return []
+    base = request.request if isinstance(request, RefineRequest) else request
+    out = []
+    # ATen ops the test calls cannot be filtered per variant: one missing op fails the test.
+    missing_aten = sorted(op for op in base.aten_ops if backend.op_unsupported(op))
+    if missing_aten:
+        out.append(RailViolation(decision.test, UNSUPPORTED_MANDATORY, f"calls unsupported op(s) {', '.join(missing_aten)}"))
+    # Parametrized ops/dtypes are filtered per variant by the plugin, so only a test with
+    # nothing runnable left is a contradiction.
+    ops = [op for op in base.ops if not any(op_matches(op, x) for x in decision.exclude_ops)]
+    if base.ops and all(backend.op_unsupported(op) for op in ops):
+        out.append(RailViolation(decision.test, UNSUPPORTED_MANDATORY, f"no supported op left among {', '.join(base.ops)}"))
+    dtypes = [d for d in base.dtypes if d not in decision.exclude_dtypes]
+    if base.dtypes and all(backend.dtype_unsupported(d) for d in dtypes):
+        out.append(RailViolation(decision.test, UNSUPPORTED_MANDATORY, f"no supported dtype left among {', '.join(base.dtypes)}"))
+    return out
+
+
+def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailViolation]:
+    kept = [
+        r for r in request.executions
+        if r.dtype not in decision.exclude_dtypes
+        and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
+        and r.failure_class not in _NOT_EVIDENCE
+    ]
+    if decision.mode == "mandatory_success":
+        failing = [r.variant for r in kept if r.consistently_failed]
+        if failing:
+            return [RailViolation(decision.test, CONTRADICTS_EXECUTION,
+                                  f"mandatory_success but failed on every attempt: {', '.join(sorted(failing))}")]
+    if decision.mode == "xfail_strict" and kept and all(r.consistently_passed for r in kept):
+        return [RailViolation(decision.test, CONTRADICTS_EXECUTION,
+                              "xfail_strict but every variant passed on every attempt (an unexpected pass fails CI)")]
+    return []
+
+
+def check_scope(decisions: Sequence[FileDecision], requests: Sequence[ScopeRequest], tree: Path) -> list[RailViolation]:
+    """Every rail a batch of scope decisions breaks: paths outside the tree or not asked."""
+    root = tree.resolve()
+    requested = {r.path for r in requests}
+    violations = _coverage([d.path for d in decisions], [r.path for r in requests])
+    for decision in decisions:
+        # resolve() follows ".." and symlinks; an absolute path replaces the root entirely.
+        if not (root / decision.path).resolve().is_relative_to(root):
+            violations.append(RailViolation(decision.path, PATH_OUTSIDE_TREE, f"resolves outside the test tree {root}"))
+        elif decision.path not in requested:
+            violations.append(RailViolation(decision.path, UNKNOWN_PATH, "this path was not among the candidates"))
+    return violations
+
+
+def rejected_subjects(violations: Sequence[RailViolation], requested: Collection[str]) -> set[str]:
+    """Requested tests/paths whose decision must be redone (violations on names outside the
+    batch only mean that decision is dropped)."""
+    return {v.subject for v in violations if v.subject in requested}

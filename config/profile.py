@@ -1,0 +1,126 @@
+"""The backend profile (``backend.yaml``): who the backend is and what it hooks.
+
+The profile is the pipeline's second input beside the upstream tree. Stage 1 (scope) reads
+``hooks`` and ``preferences``; stage 3 (bucket) reads the declared capabilities and the
+ops discovered in ``source_paths`` (agents/discover.py). Example::
+
+    schema_version: 1
+    name: curatedev
+    device: {kind: privateuse1, name: curatedev}
+    backend_module: curatedev_backend      # imported to register the device
+    hooks: [eager_ops, autograd]
+    preferences:
+      - "Views and in-place ops matter most; ignore sparse for now."
+    source_paths: [csrc/, curatedev_backend/]
+    docs: [README.md]
+    supported_dtypes: [{name: float32}, {name: bfloat16}]
+    supported_ops: [{name: add}, {name: matmul, dtypes: [{name: float32}]}]
+    env: {CURATEDEV_ALLOW_OPS: "add,mul"}
+
+Validated like the config (unknown keys are errors, reported as ``file:line:col``).
+Relative paths resolve against the profile's folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from testcurator.config.schema import DtypeRef, OpRef
+from testcurator.errors import ConfigError, MissingPathError, Problem
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+# Extension points a backend can implement; each maps to parts of the test tree. A Literal
+# rather than an Enum: the loader's error for a bad value then names the value and the set.
+Hook = Literal["eager_ops", "autograd", "compile", "inductor", "distributed", "sparse", "quantized", "complex",
+               "nested", "jit", "export", "onnx", "amp", "fft", "linalg", "random", "serialization", "profiler"]
+HOOKS: tuple[str, ...] = get_args(Hook)
+
+
+# Plain-language meaning of each hook: shown to the scope brain, and documentation.
+HOOK_DESCRIPTIONS: dict[str, str] = {
+    "eager_ops": "ATen operator kernels run eagerly on the device (OpInfo tests, test_ops, test_torch, views)",
+    "autograd": "backward kernels and AutogradPrivateUse1 registrations (test_autograd, gradcheck in OpInfo tests)",
+    "compile": "torch.compile / TorchDynamo tracing on the device (test/dynamo)",
+    "inductor": "a TorchInductor backend generating device code (test/inductor)",
+    "distributed": "collectives via a c10d ProcessGroup backend (test/distributed)",
+    "sparse": "sparse COO/CSR tensor layouts (test_sparse*.py)",
+    "quantized": "quantized tensors and kernels (test/quantization)",
+    "complex": "complex dtypes (complex64, complex128)",
+    "nested": "nested / jagged tensors (test_nestedtensor.py)",
+    "jit": "TorchScript (test/jit, test_jit*.py)",
+    "export": "torch.export graphs (test/export)",
+    "onnx": "ONNX export (test/onnx)",
+    "amp": "autocast / mixed precision (AutocastPrivateUse1, test_autocast)",
+    "fft": "torch.fft operators (test_spectral_ops.py)",
+    "linalg": "torch.linalg operators (test_linalg.py)",
+    "random": "random number generators and distributions (torch.Generator on the device)",
+    "serialization": "torch.save/load of device tensors (test_serialization.py)",
+    "profiler": "profiler integration (test/profiler)",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceSpec(_Strict):
+    kind: Literal["privateuse1", "cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta"] = Field(
+        description="How the backend plugs into PyTorch; out-of-tree backends are privateuse1.")
+    name: str | None = Field(default=None, description="The device type name in torch (rename_privateuse1_backend); defaults to kind.")
+
+    @property
+    def torch_name(self) -> str:
+        return self.name or self.kind
+
+
+class BackendProfile(_Strict):
+    schema_version: Literal[1] = PROFILE_SCHEMA_VERSION
+    name: str = Field(min_length=1, description="The backend's name, used in reports and labels.")
+    device: DeviceSpec
+    backend_module: str | None = Field(default=None, description="Python module whose import registers the device.")
+    hooks: list[Hook] = Field(default_factory=list, description="Extension points the backend implements.")
+    preferences: list[str] = Field(default_factory=list, description="Plain-language wishes, read by the scope stage.")
+    source_paths: list[str] = Field(default_factory=list, description="The backend's source (C++ and Python), for op discovery.")
+    docs: list[str] = Field(default_factory=list, description="The backend's documentation files or folders.")
+    supported_dtypes: list[DtypeRef] | None = Field(default=None, description="Declared dtypes; absent means not declared.")
+    supported_ops: list[OpRef] | None = Field(default=None, description="Declared ops (OpInfo names); absent means not declared.")
+    discover_ops: bool = Field(default=True, description="Find registered ops in source_paths (TORCH_LIBRARY_IMPL, torch.library).")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment for test runs (e.g. the backend's op allowlist).")
+
+    @field_validator("hooks")
+    @classmethod
+    def _no_duplicate_hooks(cls, hooks: list[Hook]) -> list[Hook]:
+        dupes = sorted({h for h in hooks if hooks.count(h) > 1})
+        if dupes:
+            raise ValueError(f"hooks listed twice: {', '.join(dupes)}")
+        return hooks
+
+
+def load_profile(path: Path, *, check_paths: bool = True) -> tuple[BackendProfile, dict[str, list[Path]]]:
+    """The profile at ``path`` and its resolved paths (``source_paths``, ``docs``).
+
+    Schema problems raise ConfigError with file:line:col; a listed path that does not exist
+    is a ConfigError at that entry's position (when ``check_paths``).
+    """
+    from testcurator.config.loader import load_model  # the config loader owns YAML positions
+    from testcurator.config.yamlio import locate
+
+    if not path.exists():
+        raise MissingPathError(path, "backend profile")
+    profile, tree = load_model(path, BackendProfile)
+    base = path.parent
+    resolved = {key: [(base / p).resolve() for p in getattr(profile, key)] for key in ("source_paths", "docs")}
+    if check_paths:
+        problems = [
+            Problem(locate(tree, (key, i), str(path)), f"{key}[{i}]: {p} does not exist")
+            for key, paths in resolved.items() for i, p in enumerate(paths) if not p.exists()
+        ]
+        if problems:
+            raise ConfigError(problems)
+    return profile, resolved
+

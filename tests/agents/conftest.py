@@ -1,0 +1,32 @@
+"""Fixtures for the agents tests: a local OpenAI-compatible server and fast settings."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# fake_openai is a helper module beside this file, not an installed package.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_openai import FakeOpenAI  # noqa: E402
+
+from testcurator.agents.llm_client import LLMSettings  # noqa: E402
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def llm_settings(fake_openai: FakeOpenAI) -> LLMSettings:
+    # Tiny timeout and few retries: every scenario stays well under a second or two.
+    return LLMSettings(base_url=fake_openai.base_url, model="fake-model", timeout=0.5,
+                       max_tries=3, max_retries=1, batch_size=4)

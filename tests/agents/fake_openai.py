@@ -1,0 +1,138 @@
+"""A local OpenAI-compatible server for tests: POST /v1/chat/completions answers from a
+scripted queue (valid JSON, malformed JSON, cut-off answers, HTTP errors, delays).
+
+Every request body is recorded, so tests assert how many calls were made and what was
+sent. When the script runs out the server answers 500 with a marker, which the client
+surfaces as an error: a test that makes more calls than it scripted fails.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A 200 chat completion whose message content is ``content`` (any text)."""
+
+    content: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Status:
+    """An HTTP error status (429, 500...); ``retry-after-ms`` keeps client retries fast."""
+
+    code: int
+    delay: float = 0.0
+
+
+def answer(obj: Any, **kw: Any) -> Reply:
+    """A valid structured answer: ``obj`` (a dict or pydantic model) as JSON content."""
+    text = obj.model_dump_json() if hasattr(obj, "model_dump_json") else json.dumps(obj)
+    return Reply(text, **kw)
+
+
+def malformed() -> Reply:
+    return Reply('{"decisions": [ {"test": "TestFoo::test_a", "reasoning": ')
+
+
+def delayed(obj: Any, seconds: float) -> Reply:
+    return answer(obj, delay=seconds)
+
+
+class FakeOpenAI:
+    """The server; start with :meth:`start`, script with :meth:`script`."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Reply | Status] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.exhausted = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def script(self, *responses: Reply | Status) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def _next(self, body: dict[str, Any]) -> Reply | Status | None:
+        with self._lock:
+            self.requests.append(body)
+            return self._queue.popleft() if self._queue else None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                step = fake._next(body)
+                if step is None:
+                    fake.exhausted += 1
+                    self._send(500, {"error": {"message": "fake_openai: script exhausted"}}, retry=False)
+                    return
+                time.sleep(step.delay)
+                if isinstance(step, Status):
+                    self._send(step.code, {"error": {"message": f"scripted {step.code}", "type": "scripted"}})
+                    return
+                self._send(200, _completion(body.get("model", "fake"), step))
+
+            def _send(self, code: int, payload: dict[str, Any], retry: bool = True) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.send_header("retry-after-ms", "5")
+                    if not retry:
+                        self.send_header("x-should-retry", "false")
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): nothing to answer
+
+        return Handler
+
+
+def _completion(model: str, reply: Reply) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+                     "message": {"role": "assistant", "content": reply.content, "refusal": None}}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, Status, answer
+
+from testcurator.agents import brain as brain_mod
+from testcurator.agents.brain import (BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord,
+                                      RefineRequest, ScopeRequest, Usage, make_brain)
+from testcurator.agents.decision import Decision, FileDecision
+from testcurator.agents.llm import FALLBACK_BRAIN, LLMBrain
+from testcurator.agents.llm_client import LLMSettings, LLMTransportError
+from testcurator.errors import BadInputError
+from testcurator.prompts import load_prompt
+
+
+class StandIn:
+    """A tiny offline brain: skips every test, keeps every path (the real one is agents/offline.py)."""
+
+    name = "offline"
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.asked: list[str] = []
+
+    def scope(self, requests: Sequence[ScopeRequest], ctx: BrainContext) -> list[FileDecision]:
+        self.asked += [r.path for r in requests]
+        return [FileDecision(r.path, True, "offline keeps", ("rule",), "offline", None) for r in requests]
+
+    def bucket(self, requests: Sequence[BucketRequest], ctx: BrainContext) -> list[Decision]:
+        self.asked += [r.test for r in requests]
+        return [Decision(r.test, "skip", "offline skips", ("rule",), "offline", None) for r in requests]
+
+    def refine(self, requests: Sequence[RefineRequest], ctx: BrainContext) -> list[Decision]:
+        self.asked += [r.test for r in requests]
+        return [Decision(r.test, "xfail", "offline xfails", ("rule",), "offline", None) for r in requests]
+
+
+TESTS = ["TestA::test_one", "TestA::test_two", "TestA::test_mm"]
+REQUESTS = [BucketRequest(t, "test_a.py", f"hash-{t}", aten_ops=("aten::add.Tensor",)) for t in TESTS[:2]] + [
+    BucketRequest("TestA::test_mm", "test_a.py", "hash-mm", ops=("_scaled_mm",), aten_ops=("aten::_scaled_mm",))]
+BACKEND = BackendContext(name="dev", device="dev", unsupported_ops=frozenset({"aten::_scaled_mm", "_scaled_mm"}))
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> BrainContext:
+    return BrainContext(backend=BACKEND, known_tests=frozenset(TESTS), tree=tmp_path)
+
+
+def item(test: str, mode: str = "mandatory_success") -> dict[str, object]:
+    return {"test": test, "reasoning": f"why {test}", "evidence": ["ops: add"], "mode": mode,
+            "exclude_dtypes": [], "exclude_ops": [], "needs_review": False, "missing": []}
+
+
+def good_batch(tests: Sequence[str]) -> dict[str, object]:
+    return {"decisions": [item(t, "xfail_strict" if t.endswith("mm") else "mandatory_success") for t in tests]}
+
+
+def make(settings: LLMSettings, tmp_path: Path) -> tuple[LLMBrain, StandIn]:
+    fallback = StandIn()
+    return LLMBrain(settings, fallback=fallback, state_dir=tmp_path / "state"), fallback
+
+
+def test_batches_and_accepts_valid_answers(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, fallback = make(replace(llm_settings, batch_size=2), tmp_path)
+    fake_openai.script(answer(good_batch(TESTS[:2])), answer(good_batch(TESTS[2:])))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert [d.test for d in decisions] == TESTS
+    assert [d.mode for d in decisions] == ["mandatory_success", "mandatory_success", "xfail_strict"]
+    assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
+    assert decisions[0].prompt_hash == load_prompt("bucket").hash and decisions[0].reason == "why TestA::test_one"
+    assert len(fake_openai.requests) == 2 and brain.usage.calls == 2
+
+
+def test_rerun_over_unchanged_tests_makes_no_call(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    fake_openai.script(answer(good_batch(TESTS)))
+    first = make(llm_settings, tmp_path)[0].bucket(REQUESTS, ctx)
+    again = make(replace(llm_settings, batch_size=1), tmp_path)[0]  # other batching: still per-test hits
+    assert again.bucket(REQUESTS, ctx) == first
+    assert len(fake_openai.requests) == 1 and again.usage.calls == 0 and again.usage.cached_items == 3
+    changed = [replace(REQUESTS[0], content_hash="new")] + REQUESTS[1:]
+    fake_openai.script(answer(good_batch(TESTS[:1])))
+    again.bucket(changed, ctx)
+    assert len(fake_openai.requests) == 2
+    assert "TestA::test_two" not in fake_openai.requests[1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(("bad", "rule"), [
+    ({"decisions": [item("TestA::test_one"), item("TestA::test_invented"), item("TestA::test_mm", "skip")]}, "missing"),
+    ({"decisions": [item("TestA::test_one"), item("TestA::test_two"), item("TestA::test_mm")]}, "unsupported_mandatory"),
+])
+def test_rail_failure_is_reasked_then_fixed(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext,
+                                            tmp_path: Path, bad: dict[str, object], rule: str) -> None:
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer(bad), answer(good_batch(TESTS)))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
+    assert f"[{rule}]" in fake_openai.requests[1]["messages"][-1]["content"]
+    assert fake_openai.requests[1]["messages"][-2]["role"] == "assistant"
+    assert brain.usage.reasks == 1 and brain.usage.rail_violations >= 1
+
+
+def test_rail_failure_twice_falls_back_to_offline(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    bad = {"decisions": [item("TestA::test_one"), item("TestA::test_two"), item("TestA::test_mm")]}
+    invented = {"decisions": [item("TestA::test_nonexistent")]}
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer(bad), answer(invented))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert [d.brain for d in decisions] == ["llm", "llm", FALLBACK_BRAIN]
+    assert fallback.asked == ["TestA::test_mm"]
+    mm = decisions[2]
+    assert mm.mode == "skip" and "rail" in mm.reason and any("llm rejected" in e for e in mm.evidence)
+    assert brain.usage.fallbacks == 1
+    # The rejection is remembered: a rerun asks nobody but the offline brain.
+    rerun, fallback2 = make(llm_settings, tmp_path)
+    assert rerun.bucket(REQUESTS, ctx) == decisions
+    assert len(fake_openai.requests) == 2 and fallback2.asked == ["TestA::test_mm"]
+
+
+def test_answer_errors_fall_back_without_remembering(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, fallback = make(replace(llm_settings, max_tries=2), tmp_path)
+    fake_openai.script(answer({"decisions": "nope"}), answer({"decisions": "nope"}))
+    decisions = brain.bucket(REQUESTS[:1], ctx)
+    assert decisions[0].brain == FALLBACK_BRAIN and "invalid answer after 2 tries" in decisions[0].reason
+    fake_openai.script(answer(good_batch(TESTS[:1])))
+    assert brain.bucket(REQUESTS[:1], ctx)[0].brain == "llm"
+
+
+def test_dead_endpoint_stops_after_consecutive_failures(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, _ = make(replace(llm_settings, batch_size=1, max_retries=0), tmp_path)
+    fake_openai.script(Status(500), Status(500), Status(500))
+    with pytest.raises(LLMTransportError):
+        brain.bucket(REQUESTS, ctx)
+    assert len(fake_openai.requests) == 3
+
+
+def test_refine_rejects_mandatory_success_that_failed(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    failed = ExecutionRecord("test_one_dev_float32", ("failed", "failed"), dtype="float32", failure_class="crash")
+    request = RefineRequest(REQUESTS[0], previous=None, executions=(failed,))
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer(good_batch(TESTS[:1])), answer(good_batch(TESTS[:1])))
+    decision = brain.refine([request], ctx)[0]
+    assert decision.brain == FALLBACK_BRAIN and decision.mode == "xfail"
+    assert "contradicts_execution" in decision.reason
+
+
+def scope_item(path: str) -> dict[str, object]:
+    return {"path": path, "reasoning": "eager ops", "evidence": [], "keep": True, "needs_review": False, "missing": []}
+
+
+def test_scope_path_outside_tree_falls_back(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    requests = [ScopeRequest("test_ops.py", "file"), ScopeRequest("inductor", "dir")]
+    escape = {"decisions": [scope_item("test_ops.py"), scope_item("../../etc/passwd")]}
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer(escape), answer(escape))
+    decisions = brain.scope(requests, ctx)
+    assert [(d.path, d.brain) for d in decisions] == [("test_ops.py", "llm"), ("inductor", FALLBACK_BRAIN)]
+    assert "path_outside_tree" in fake_openai.requests[1]["messages"][-1]["content"]
+    assert fallback.asked == ["inductor"]
+
+
+def test_registry_is_explicit_and_llm_needs_an_endpoint(llm_settings: LLMSettings, tmp_path: Path) -> None:
+    assert set(brain_mod.BRAINS) == {"offline", "llm"}
+    with pytest.raises(BadInputError, match="OPENAI_BASE_URL"):
+        make_brain("llm", BrainSettings(llm=None, fallback=StandIn()))
+    with pytest.raises(BadInputError, match="unknown brain"):
+        make_brain("oracle", BrainSettings())
+    made = make_brain("llm", BrainSettings(llm=llm_settings, state_dir=tmp_path, fallback=StandIn()))
+    assert isinstance(made, LLMBrain) and made.fallback.name == "offline"

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testcurator.agents import rails
+from testcurator.agents.brain import BackendContext, BucketRequest, ExecutionRecord, RefineRequest, ScopeRequest
+from testcurator.agents.decision import Decision, FileDecision
+
+BACKEND = BackendContext(name="dev", device="dev", supported_dtypes=frozenset({"float32", "bfloat16"}),
+                         unsupported_ops=frozenset({"aten::_scaled_mm", "rsub"}))
+KNOWN = frozenset({"TestA::test_plain", "TestA::test_ops", "TestA::test_dtypes", "TestA::test_other"})
+REQUESTS = {
+    "TestA::test_plain": BucketRequest("TestA::test_plain", "test_a.py", "h1", aten_ops=("aten::add.Tensor",)),
+    "TestA::test_ops": BucketRequest("TestA::test_ops", "test_a.py", "h2", ops=("_scaled_mm",), aten_ops=("aten::_scaled_mm",)),
+    "TestA::test_dtypes": BucketRequest("TestA::test_dtypes", "test_a.py", "h3", dtypes=("float64", "complex64", "float32")),
+}
+
+
+def dec(test: str, mode: str = "mandatory_success", **kw: object) -> Decision:
+    return Decision(test=test, mode=mode, reason="r", evidence=(), brain="t", prompt_hash=None, **kw)  # type: ignore[arg-type]
+
+
+def rules(decisions: list[Decision], requests: list[BucketRequest | RefineRequest]) -> set[tuple[str, str]]:
+    return {(v.subject, v.rule) for v in rails.check_bucket(decisions, requests, KNOWN, BACKEND)}
+
+
+@pytest.mark.parametrize(("decision", "expected"), [
+    (dec("TestA::test_plain"), set()),
+    (dec("TestA::test_ops"), {("TestA::test_ops", rails.UNSUPPORTED_MANDATORY)}),
+    (dec("TestA::test_ops", "xfail_strict"), set()),
+    (dec("TestA::test_dtypes"), set()),  # float32 is left to run
+    (dec("TestA::test_dtypes", exclude_dtypes=("float32",)), {("TestA::test_dtypes", rails.UNSUPPORTED_MANDATORY)}),
+    (dec("TestA::test_plain", "maybe"), {("TestA::test_plain", rails.BAD_MODE)}),
+])
+def test_single_decision_rails(decision: Decision, expected: set[tuple[str, str]]) -> None:
+    assert rules([decision], [REQUESTS[decision.test]]) == expected
+
+
+def test_unknown_extra_duplicate_and_missing() -> None:
+    requests = [REQUESTS["TestA::test_plain"], REQUESTS["TestA::test_dtypes"]]
+    decisions = [dec("TestA::test_plain"), dec("TestA::test_plain"), dec("TestNope::test_x"), dec("TestA::test_other")]
+    assert rules(decisions, requests) == {
+        ("TestA::test_plain", rails.DUPLICATE), ("TestA::test_dtypes", rails.MISSING),
+        ("TestNope::test_x", rails.UNKNOWN_TEST), ("TestA::test_other", rails.NOT_REQUESTED)}
+
+
+def test_aten_overload_matches_unsupported_base_name() -> None:
+    request = BucketRequest("TestA::test_plain", "test_a.py", "h", aten_ops=("aten::rsub.Scalar",))
+    assert rules([dec("TestA::test_plain")], [request]) == {("TestA::test_plain", rails.UNSUPPORTED_MANDATORY)}
+
+
+def refine(*records: ExecutionRecord) -> RefineRequest:
+    return RefineRequest(REQUESTS["TestA::test_dtypes"], previous=None, executions=records)
+
+
+FAIL_F32 = ExecutionRecord("test_dtypes_dev_float32", ("failed", "failed"), dtype="float32", failure_class="numerical_mismatch")
+PASS_F32 = ExecutionRecord("test_dtypes_dev_float32", ("passed", "passed"), dtype="float32")
+PASS_BF16 = ExecutionRecord("test_dtypes_dev_bfloat16", ("passed",), dtype="bfloat16")
+FLAKY = ExecutionRecord("test_dtypes_dev_float32", ("failed", "passed"), dtype="float32")
+INFRA = ExecutionRecord("test_dtypes_dev_float32", ("error",), dtype="float32", failure_class="infrastructure")
+
+
+@pytest.mark.parametrize(("mode", "records", "exclude", "violates"), [
+    ("mandatory_success", (FAIL_F32,), (), True),
+    ("mandatory_success", (FAIL_F32, PASS_BF16), ("float32",), False),
+    ("mandatory_success", (FLAKY,), (), False),
+    ("mandatory_success", (INFRA,), (), False),
+    ("xfail_strict", (PASS_F32, PASS_BF16), (), True),
+    ("xfail_strict", (PASS_F32, FAIL_F32), (), False),
+    ("xfail", (PASS_F32,), (), False),
+    ("xfail_strict", (), (), False),
+])
+def test_execution_evidence(mode: str, records: tuple[ExecutionRecord, ...], exclude: tuple[str, ...], violates: bool) -> None:
+    found = rules([dec("TestA::test_dtypes", mode, exclude_dtypes=exclude)], [refine(*records)])
+    assert (("TestA::test_dtypes", rails.CONTRADICTS_EXECUTION) in found) is violates
+
+
+def fdec(path: str) -> FileDecision:
+    return FileDecision(path=path, keep=True, reason="r", evidence=(), brain="t", prompt_hash=None)
+
+
+@pytest.mark.parametrize(("path", "rule"), [
+    ("test_ops.py", None),
+    ("../secrets.txt", rails.PATH_OUTSIDE_TREE),
+    ("/etc/passwd", rails.PATH_OUTSIDE_TREE),
+    ("inductor/../../x.py", rails.PATH_OUTSIDE_TREE),
+    ("test_other.py", rails.UNKNOWN_PATH),
+])
+def test_scope_paths(tmp_path: Path, path: str, rule: str | None) -> None:
+    requests = [ScopeRequest("test_ops.py", "file")]
+    found = {(v.subject, v.rule) for v in rails.check_scope([fdec(path)], requests, tmp_path)}
+    if rule is None:
+        assert found == set()
+    else:
+        assert (path, rule) in found and ("test_ops.py", rails.MISSING) in found
+
+
+def test_symlink_escaping_the_tree_is_outside(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "link").symlink_to(tmp_path)
+    violations = rails.check_scope([fdec("link/x.py")], [ScopeRequest("link/x.py", "file")], tree)
+    assert [v.rule for v in violations] == [rails.PATH_OUTSIDE_TREE]
