@@ -29,6 +29,8 @@ KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "pr
 class TestIdentity:
     """What one instantiated test is, in device-generic terms."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     cls: str
     test: str
     device: str | None = None

@@ -1,0 +1,131 @@
+"""`testcurator validate`: one `file:line:col: message` per problem, exit 2."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testcurator.cli.main import main
+
+GOOD = """\
+test_suite_config:
+  schema_version: 1
+  labels: [trunk]
+  global:
+    supported_dtypes: [{name: float32}]
+    supported_ops:
+      - name: add
+        dtypes: [{name: float32}]
+  files:
+    - path: ${TORCH_ROOT}/test/test_a.py
+      unlisted_test_mode: skip
+      tests:
+        # why
+        - names: [TestA::test_one, TestA::test_two]
+          mode: mandatory_success
+          edits:
+            dtypes:
+              exclude: [{name: bool}]
+              include: [{name: bfloat16}]
+            ops:
+              exclude: [{name: sub}]
+            modules:
+              exclude: [{name: nn.Linear}]
+"""
+
+# (replace this, with that) in GOOD -> expected "line:col: fragment"
+BROKEN = [
+    ("mode: mandatory_success", "mode: mandatory", "15:17", "unknown mode 'mandatory'"),
+    ("          mode: mandatory_success", "          mode: mandatory_success\n          mdoe: skip", "16:11", "unknown key 'mdoe'"),
+    ("{name: bool}", "{name: boolean}", "18:32", "unknown dtype 'boolean'"),
+    ("TestA::test_two", "test_a.py::TestA::test_two", "14:36", "not in Class::test form"),
+    ("TestA::test_two", "TestACPU::test_one_cpu_float32", "14:36", "instantiated name"),
+    ("TestA::test_two", "TestA::test_one", "14:36", "listed twice in this file (first at line 14)"),
+    ("test/test_a.py", "test/test_missing.py", "10:13", "upstream test file does not exist"),
+    ("${TORCH_ROOT}", "${NOT_SET_ANYWHERE}", "10:13", "undefined variable ${NOT_SET_ANYWHERE}"),
+    ("  labels: [trunk]", "  labels: [trunk", "4:9", "YAML syntax error"),
+    ("schema_version: 1", "schema_version: 2", "2:19", "schema_version"),
+    ("      unlisted_test_mode: skip", "      unlisted_test_mode: sometimes", "11:27", "unknown mode 'sometimes'"),
+    ("              include: [{name: bfloat16}]", "              include: [{name: bool}]", "18:15", "both excluded and included"),
+]
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_a.py").write_text("def test_x():\n    pass\n")
+    monkeypatch.setenv("TORCH_ROOT", str(tmp_path))
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    return tmp_path
+
+
+def test_valid_config_exits_zero(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tree / "good.yaml"
+    cfg.write_text(GOOD)
+    assert main(["validate", str(cfg)]) == 0
+    assert "1 config file(s) valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("old", "new", "where", "fragment"), BROKEN)
+def test_each_problem_points_at_its_line(tree: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, where: str, fragment: str) -> None:
+    assert old in GOOD
+    cfg = tree / "bad.yaml"
+    cfg.write_text(GOOD.replace(old, new, 1))
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(str(cfg))]
+    assert any(line.startswith(f"{cfg}:{where}: ") and fragment in line for line in lines), err
+
+
+def test_every_problem_reported_once_per_line(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tree / "bad.yaml"
+    cfg.write_text(GOOD.replace("mode: mandatory_success", "mode: nope").replace("{name: bool}", "{name: boo}"))
+    assert main(["validate", str(cfg)]) == 2
+    problems = [line for line in capsys.readouterr().err.splitlines() if line.startswith(str(cfg))]
+    assert len(problems) == 2
+
+
+def test_directory_of_configs_and_duplicate_file(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configs = tree / "configs"
+    configs.mkdir()
+    (configs / "a.yaml").write_text(GOOD)
+    (configs / "b.yaml").write_text(GOOD.replace("TestA::test_one, TestA::test_two", "TestA::test_three"))
+    assert main(["validate", str(configs)]) == 2
+    err = capsys.readouterr().err
+    assert f"{configs / 'b.yaml'}:10:7: file '${{TORCH_ROOT}}/test/test_a.py' is already listed at {configs / 'a.yaml'}:10:7" in err
+
+
+@pytest.mark.parametrize("content", ["", "just a string\n", "test_suite_config: 3\n", "other: {}\n"])
+def test_not_a_config(tree: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    cfg = tree / "odd.yaml"
+    cfg.write_text(content)
+    assert main(["validate", str(cfg)]) == 2
+    assert str(cfg) in capsys.readouterr().err
+
+
+def test_missing_path_and_empty_dir(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tree / "empty"
+    empty.mkdir()
+    assert main(["validate", str(tree / "nope.yaml"), str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "config path does not exist" in err and "no .yaml/.yml config files" in err
+
+
+def test_torch_root_option_overrides_env(tree: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path_factory.mktemp("other")
+    cfg = tree / "good.yaml"
+    cfg.write_text(GOOD)
+    assert main(["validate", "--torch-root", str(other), str(cfg)]) == 2
+    assert str(other / "test" / "test_a.py") in capsys.readouterr().err
+
+
+def test_schema_is_json_schema_of_the_document(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["required"] == ["test_suite_config"]
+    modes = schema["$defs"]["TestEntry"]["properties"]["mode"]["enum"]
+    assert modes == ["mandatory_success", "xfail", "xfail_strict", "skip"]
+    assert "global" in schema["$defs"]["SuiteConfig"]["properties"]
