@@ -1,0 +1,308 @@
+"""The test-to-op map: which aten ops each instantiated test dispatches.
+
+Two sources feed it, kept side by side per node id:
+- ``captured``: the pytest plugin ran the test under a TorchDispatchMode and recorded the
+  aten overloads it dispatched (``aten::add.Tensor``), see ``testcurator.plugin.capture``;
+- ``static``: at collection, before any execution, an ``@ops`` test's OpInfo names its op
+  and the aten op behind it (``add`` -> ``aten::add``).
+
+Capture files are JSON lines (one :class:`OpRecord` per line). Under pytest-xdist each
+worker writes its own part ``FILE.gw0``, ``FILE.gw1``...; :meth:`OpMap.ingest` given
+``FILE`` reads it and every part beside it. Re-ingesting replaces the records of the same
+node id and source, so ingesting twice changes nothing.
+
+This module needs no torch: queries stay fast from the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testcurator.errors import BadInputError, Location, MemoryStoreError, MissingPathError
+
+SCHEMA_VERSION = 1
+OPS_DB = "ops.sqlite"
+SOURCES = ("captured", "static")
+
+# Idempotent and one transaction: two processes creating the same fresh file both succeed,
+# and a crash never leaves tables without a version row.
+_SCHEMA = f"""
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY, node_id TEXT NOT NULL, source TEXT NOT NULL,
+    generic TEXT NOT NULL, device TEXT, dtype TEXT, op TEXT, module TEXT,
+    outcome TEXT, error TEXT, UNIQUE (node_id, source));
+CREATE TABLE IF NOT EXISTS record_ops (
+    record_id INTEGER NOT NULL, aten TEXT NOT NULL, aten_base TEXT NOT NULL,
+    PRIMARY KEY (record_id, aten));
+CREATE INDEX IF NOT EXISTS record_ops_base ON record_ops (aten_base);
+CREATE INDEX IF NOT EXISTS record_ops_aten ON record_ops (aten);
+CREATE INDEX IF NOT EXISTS records_generic ON records (generic);
+CREATE INDEX IF NOT EXISTS records_op ON records (op);
+INSERT INTO schema_version SELECT {SCHEMA_VERSION} WHERE NOT EXISTS (SELECT 1 FROM schema_version);
+COMMIT;
+"""
+
+
+def normalize_op(name: str) -> str:
+    """``aten.add.Tensor`` / ``aten::add.Tensor`` -> ``aten::add.Tensor``; ``.default`` dropped.
+
+    ``.default`` is dropped because the dispatcher names a default overload without it
+    (``aten::relu``), and that is the spelling users see in backend error messages.
+    """
+    text = name.strip()
+    if "::" not in text and "." in text:
+        namespace, rest = text.split(".", 1)
+        text = f"{namespace}::{rest}"
+    return text[: -len(".default")] if text.endswith(".default") else text
+
+
+def op_base(name: str) -> str:
+    """``aten::add.Tensor`` -> ``aten::add`` (the op packet, every overload)."""
+    namespace, _, rest = normalize_op(name).partition("::")
+    return f"{namespace}::{rest.split('.', 1)[0]}"
+
+
+def normalize_dtype(dtype: str) -> str:
+    return dtype.strip().removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One line of a capture file: one instantiated test and the ops it uses."""
+
+    node_id: str
+    generic: str
+    source: str
+    device: str | None = None
+    dtype: str | None = None
+    op: str | None = None
+    module: str | None = None
+    aten: tuple[str, ...] = ()
+    outcome: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "aten": list(self.aten)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: Any, where: Location) -> OpRecord:
+        if not isinstance(data, dict):
+            raise BadInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        missing = [k for k in ("node_id", "generic", "source") if not data.get(k)]
+        if missing:
+            raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
+        if data["source"] not in SOURCES:
+            raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
+        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "aten"}
+        aten = data.get("aten") or []
+        if not isinstance(aten, list) or not all(isinstance(a, str) for a in aten):
+            raise BadInputError(f"{where}: aten must be a list of op names")
+        return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})))
+
+
+@dataclass(frozen=True)
+class OpHit:
+    """One instantiated test that uses the op asked for."""
+
+    generic: str
+    node_id: str
+    device: str | None
+    dtype: str | None
+    source: str
+    op: str | None
+    aten: tuple[str, ...] = field(default_factory=tuple)  # the matching overloads
+
+
+@dataclass(frozen=True)
+class OpUse:
+    """One aten op a generic test uses, over all its instances."""
+
+    aten: str
+    sources: tuple[str, ...]
+    instances: int
+
+
+@dataclass(frozen=True)
+class IngestStats:
+    files: int
+    records: int
+    captured: int
+    static: int
+    partial_lines: int
+
+
+def capture_parts(path: Path) -> list[Path]:
+    """``FILE`` and its xdist worker parts ``FILE.gw*`` that exist."""
+    parts = [path] if path.is_file() else []
+    return parts + sorted(p for p in path.parent.glob(f"{path.name}.gw*") if p.is_file())
+
+
+def read_records(path: Path) -> Iterator[OpRecord | None]:
+    """Records of one file; ``None`` for a truncated last line (a run killed mid-write)."""
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = Location(str(path), lineno)
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    warnings.warn(f"{where}: ignoring a truncated last line", RuntimeWarning, stacklevel=2)
+                    yield None
+                    continue
+                raise BadInputError(f"{where}: not valid JSON ({exc.msg})") from None
+            yield OpRecord.from_json(data, where)
+
+
+class OpMap:
+    """SQLite reverse index op -> tests, at ``state_dir / "ops.sqlite"``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / OPS_DB
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._open()
+        return self._conn
+
+    def exists(self) -> bool:
+        return self._conn is not None or self.path.is_file()
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30)  # wait out a concurrent ingest
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                conn.executescript(_SCHEMA)
+                tables = {"schema_version"}
+            row = None
+            if "schema_version" in tables:
+                row = conn.execute("SELECT version FROM schema_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._unusable(f"not a readable SQLite op map ({exc})") from exc
+        if row is None or row[0] != SCHEMA_VERSION:
+            conn.close()
+            found = "no schema version" if row is None else f"schema version {row[0]}"
+            raise self._unusable(f"{found}, expected {SCHEMA_VERSION}")
+        return conn
+
+    def _unusable(self, why: str) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{self.path}: {why}; hint: delete it and re-run `testcurator ops ingest FILE` "
+            "(the op map is rebuilt from capture files)"
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- writing -------------------------------------------------------------
+    def ingest(self, jsonl_path: Path) -> IngestStats:
+        """Load a capture file and its worker parts; one transaction, replaces by node id."""
+        parts = capture_parts(Path(jsonl_path))
+        if not parts:
+            raise MissingPathError(jsonl_path, "capture file")
+        records: list[OpRecord] = []
+        partial = 0
+        for part in parts:
+            for record in read_records(part):
+                if record is None:
+                    partial += 1
+                else:
+                    records.append(record)
+        self._store(records)
+        captured = sum(r.source == "captured" for r in records)
+        return IngestStats(len(parts), len(records), captured, len(records) - captured, partial)
+
+    def ingest_static(self, records: Iterable[OpRecord]) -> int:
+        """Store static records (from collection); returns how many."""
+        items = list(records)
+        bad = [r.node_id for r in items if r.source != "static"]
+        if bad:
+            raise BadInputError(f"ingest_static got non-static records: {bad[:3]}")
+        self._store(items)
+        return len(items)
+
+    def _store(self, records: list[OpRecord]) -> None:
+        with self.conn as conn:  # one transaction: nothing half-ingested
+            for r in records:
+                old = conn.execute(
+                    "SELECT id FROM records WHERE node_id=? AND source=?", (r.node_id, r.source)
+                ).fetchone()
+                if old is not None:
+                    conn.execute("DELETE FROM record_ops WHERE record_id=?", old)
+                    conn.execute("DELETE FROM records WHERE id=?", old)
+                cur = conn.execute(
+                    "INSERT INTO records (node_id, source, generic, device, dtype, op, module,"
+                    " outcome, error) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (r.node_id, r.source, r.generic, r.device, r.dtype, r.op, r.module,
+                     r.outcome, r.error),
+                )
+                conn.executemany(
+                    "INSERT OR IGNORE INTO record_ops VALUES (?,?,?)",
+                    [(cur.lastrowid, a, op_base(a)) for a in r.aten],
+                )
+
+    # -- reading -------------------------------------------------------------
+    def tests_for(self, op: str, dtype: str | None = None) -> list[OpHit]:
+        """Tests using ``op``: ``aten::add`` (any overload), ``aten::add.Tensor`` (exact),
+        or an OpInfo name such as ``add`` / ``nn.functional.relu`` (``@ops`` tests)."""
+        if not self.exists():  # nothing ingested yet: reading must not create state
+            return []
+        text = op.strip()
+        if "::" in text or text.startswith(("aten.", "prims.")):
+            name = normalize_op(text)
+            column = "o.aten_base" if "." not in name.partition("::")[2] else "o.aten"
+            sql = (
+                "SELECT r.generic, r.node_id, r.device, r.dtype, r.source, r.op,"
+                " group_concat(o.aten, ' ') FROM records r JOIN record_ops o ON o.record_id = r.id"
+                f" WHERE {column} = ?"
+            )
+        else:
+            name = text
+            sql = (
+                "SELECT r.generic, r.node_id, r.device, r.dtype, r.source, r.op, ''"
+                " FROM records r WHERE r.op = ?"
+            )
+        params: list[str] = [name]
+        if dtype is not None:
+            sql += " AND r.dtype = ?"
+            params.append(normalize_dtype(dtype))
+        sql += " GROUP BY r.id ORDER BY r.generic, r.node_id, r.source"
+        return [
+            OpHit(g, n, dev, dt, src, o, tuple(sorted(a.split())) if a else ())
+            for g, n, dev, dt, src, o, a in self.conn.execute(sql, params)
+        ]
+
+    def ops_for_test(self, generic: str) -> list[OpUse]:
+        """The aten ops any instance of ``Class::test`` uses, with where that is known from."""
+        if not self.exists():
+            return []
+        rows = self.conn.execute(
+            "SELECT o.aten, group_concat(DISTINCT r.source), count(DISTINCT r.node_id)"
+            " FROM records r JOIN record_ops o ON o.record_id = r.id WHERE r.generic = ?"
+            " GROUP BY o.aten ORDER BY o.aten",
+            (generic,),
+        )
+        return [OpUse(a, tuple(sorted(s.split(","))), n) for a, s, n in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Records per source, and distinct aten ops: for summaries."""
+        out = {src: 0 for src in SOURCES}
+        out.update(dict(self.conn.execute("SELECT source, count(*) FROM records GROUP BY source")))
+        out["aten_ops"] = self.conn.execute("SELECT count(DISTINCT aten) FROM record_ops").fetchone()[0]
+        return out

@@ -1,0 +1,231 @@
+"""``--curate-capture-ops FILE``: record which aten ops each test dispatches.
+
+Each test's call phase (for unittest-style tests that includes ``setUp``/``tearDown``) runs
+under a TorchDispatchMode that notes every aten overload it sees, and one JSON line per
+instantiated test is appended to FILE (format: :class:`testcurator.memory.opmap.OpRecord`).
+With ``--collect-only`` nothing runs: FILE gets the static records instead, one per
+collected test, naming an ``@ops`` test's OpInfo and the aten op behind it.
+
+What the mode sees, and so what is recorded: dispatcher-level ops below autograd and after
+CompositeImplicit decomposition (``F.linear`` shows up as ``aten::addmm``), which is the
+level a backend registers kernels at; ops of the test's own thread only, not of
+subprocesses. Capture never fails a test: if the mode cannot be entered or left, the
+error goes in the line and the test's outcome is its own.
+
+Under pytest-xdist each worker appends to ``FILE.<workerid>`` (``FILE.gw0``...); the
+controller removes FILE and stale parts at start; ``testcurator ops ingest FILE`` reads
+FILE and all parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from testcurator.memory.opmap import OpRecord, capture_parts
+
+OPTION = "--curate-capture-ops"
+DEST = "curate_capture_ops"
+PLUGIN_NAME = "testcurator-capture"
+
+
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    """Add ``--curate-capture-ops``; idempotent, so ``-p`` and the entry plugin can coexist."""
+    if any(OPTION in opt.names() for opt in group.options):
+        return
+    group.addoption(
+        OPTION, dest=DEST, metavar="FILE", default=None,
+        help="record, per test, the aten ops it dispatches (JSON lines) to FILE; with "
+        "--collect-only, the static @ops -> OpInfo map instead",
+    )
+
+
+def configure(config: pytest.Config) -> None:
+    """Register the capture plugin only when the option is given."""
+    value = config.getoption(DEST, None)
+    if not value or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    path = Path(config.invocation_params.dir, value)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None:
+        for part in capture_parts(path):  # a fresh run: stale parts would mix with ours
+            part.unlink()
+    out = path if worker is None else path.with_name(f"{path.name}.{worker}")
+    # An xdist controller registers it too, harmlessly: it neither collects nor runs
+    # tests, so none of the hooks below fire there.
+    config.pluginmanager.register(CapturePlugin(out), PLUGIN_NAME)
+
+
+# Module-level hooks so that ``-p testcurator.plugin.capture`` works on its own.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser.getgroup("curate"), parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure(config)
+
+
+@lru_cache(maxsize=1)
+def _recorder_class() -> type:
+    # torch is imported only when capture is on: the plugin loads in every pytest run.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpRecorder(TorchDispatchMode):
+        """Notes each op (overload object, hashable) and runs it unchanged."""
+
+        # Without this, an eager torch.cond & co. under the mode raises NotImplementedError;
+        # with it, the HOP itself is recorded and runs as usual.
+        supports_higher_order_operators = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[Any] = set()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            self.seen.add(func)
+            return func(*args, **(kwargs or {}))
+
+    return OpRecorder
+
+
+def op_name(func: Any) -> str:
+    """``aten.add.Tensor`` (an OpOverload) -> ``aten::add.Tensor``; ``cond`` (a
+    higher-order operator, which has no namespace in its name) -> ``higher_order::cond``."""
+    name = getattr(func, "name", None)
+    text = name() if callable(name) else str(func)
+    if "::" not in text:
+        text = f"higher_order::{text}"
+    return text[: -len(".default")] if text.endswith(".default") else text
+
+
+def opinfo_aten(op: Any) -> str | None:
+    """The aten op behind an OpInfo (``aten::add``), when aten has one by that name."""
+    import torch
+
+    name = getattr(op, "aten_name", None) or getattr(op, "name", None)
+    if not name or not hasattr(torch.ops.aten, name):
+        return None
+    return f"aten::{name}"
+
+
+def _template(item: pytest.Item) -> Any:
+    # The class attribute, not item.obj: PyTorch's TestCase re-wraps methods per instance,
+    # and only the class attribute keeps instantiate_device_type_tests' param_kwargs.
+    cls = getattr(item, "cls", None)
+    name = getattr(item, "originalname", None) or item.name
+    return getattr(cls, name, None) if cls is not None else None
+
+
+def _param_op(item: pytest.Item) -> Any:
+    # instantiate_device_type_tests stores {"op": OpInfo, ...} as the first default.
+    defaults = getattr(_template(item), "__defaults__", None) or ()
+    return defaults[0].get("op") if defaults and isinstance(defaults[0], dict) else None
+
+
+def identity_fields(item: pytest.Item) -> dict[str, Any]:
+    """generic/device/dtype/op/module of an item, named exactly as the curate plugin names them."""
+    from testcurator.plugin.curate import IDENTITY_KEY, item_identity
+
+    ident = item.stash.get(IDENTITY_KEY, None) or item_identity(item)
+    return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype,
+            "op": ident.op, "module": ident.module}
+
+
+def static_record(item: pytest.Item) -> OpRecord:
+    try:
+        fields = identity_fields(item)
+        op = _param_op(item)
+        aten = opinfo_aten(op) if op is not None else None
+        return OpRecord(item.nodeid, source="static", aten=(aten,) if aten else (), **fields)
+    except Exception as exc:  # a record with the error beats a collection that dies
+        return OpRecord(item.nodeid, item.name, "static", error=f"identify: {exc!r}")
+
+
+@dataclass
+class _Pending:
+    ops: set[str] = field(default_factory=set)
+    outcome: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class CapturePlugin:
+    """Writes one OpRecord line per test to ``out``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self._pending: dict[str, _Pending] = {}
+        self._handle: IO[str] | None = None
+
+    def _write(self, record: OpRecord) -> None:
+        if self._handle is None:
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.out, "a", encoding="utf-8")
+        # One write + flush per line: a run killed later keeps every finished test.
+        self._handle.write(record.to_json() + "\n")
+        self._handle.flush()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.config.getoption("collectonly"):
+            for item in session.items:
+                self._write(static_record(item))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        pending = self._pending.setdefault(item.nodeid, _Pending())
+        recorder = None
+        try:
+            recorder = _recorder_class()()
+            recorder.__enter__()
+        except Exception as exc:
+            pending.errors.append(f"enter: {exc!r}")
+            recorder = None
+        try:
+            return (yield)
+        finally:
+            if recorder is not None:
+                try:
+                    recorder.__exit__(None, None, None)
+                except Exception as exc:  # e.g. the test left its own mode pushed
+                    pending.errors.append(f"exit: {exc!r}")
+                pending.ops.update(op_name(f) for f in recorder.seen)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield  # outermost wrapper: sees xfail rewriting by the skipping plugin
+        pending = self._pending.setdefault(item.nodeid, _Pending())
+        pending.outcome = _merge_outcome(pending.outcome, report)
+        if report.when == "teardown":
+            del self._pending[item.nodeid]
+            self._write(self._captured(item, pending))
+        return report
+
+    def _captured(self, item: pytest.Item, pending: _Pending) -> OpRecord:
+        errors = list(pending.errors)
+        try:
+            fields = identity_fields(item)
+        except Exception as exc:
+            fields = {"generic": item.name}
+            errors.append(f"identify: {exc!r}")
+        return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
+                        outcome=pending.outcome, error="; ".join(errors) or None, **fields)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _merge_outcome(previous: str | None, report: pytest.TestReport) -> str:
+    """One outcome per test from its three phases; the first phase that is not a pass wins."""
+    if previous is not None and previous != "passed":
+        return previous
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else "xfailed"
+    if report.failed:
+        return "failed" if report.when == "call" else "error"
+    return "skipped" if report.skipped else "passed"

@@ -1,0 +1,168 @@
+"""--curate-capture-ops on real device-generic tests over real op_db entries, then lookups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testcurator.memory.opmap import OpMap
+from testcurator.plugin import capture
+
+pytest_plugins = ("pytester",)
+
+DEVICE_GENERIC_TESTS = '''
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase
+from torch.utils._python_dispatch import TorchDispatchMode
+
+OPS = [o for o in op_db if o.name in ("add", "abs", "nn.functional.relu") and not o.variant_test_name]
+
+
+class PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class TestCap(TestCase):
+    @ops(OPS, allowed_dtypes=(torch.float32, torch.float16))
+    def test_op(self, device, dtype, op):
+        for sample in op.sample_inputs(device, dtype):
+            op(sample.input, *sample.args, **sample.kwargs)
+
+    @dtypes(torch.float32)
+    def test_own_mode(self, device, dtype):
+        with PassThrough():
+            torch.ones(2, device=device, dtype=dtype).mul(2)
+
+    def test_fails(self, device):
+        torch.zeros(2, device=device).neg()
+        self.assertTrue(False)
+
+    def test_skips(self, device):
+        self.skipTest("not today")
+
+
+instantiate_device_type_tests(TestCap, globals(), only_for="cpu")
+'''
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _op_db_loaded() -> None:
+    # Imported once here so pytester's in-process runs keep it (it restores sys.modules
+    # to what was loaded before each run) instead of re-importing torch internals.
+    import torch.testing._internal.common_methods_invocations  # noqa: F401
+
+
+def read_lines(path: Path) -> dict[str, dict]:
+    return {rec["node_id"].rsplit("::", 1)[1]: rec for rec in map(json.loads, path.read_text().splitlines())}
+
+
+@pytest.fixture
+def captured(pytester: pytest.Pytester) -> Path:
+    pytester.makepyfile(test_cap=DEVICE_GENERIC_TESTS)
+    out = pytester.path / "caps" / "ops.jsonl"
+    result = pytester.runpytest_inprocess("--curate-capture-ops", "caps/ops.jsonl", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7, failed=1, skipped=1)
+    return out
+
+
+def test_capture_then_look_up_tests_for_an_op(captured: Path, tmp_path: Path) -> None:
+    lines = read_lines(captured)
+    assert len(lines) == 9
+    add16 = lines["test_op_add_cpu_float16"]
+    assert (add16["generic"], add16["device"], add16["dtype"], add16["op"]) == ("TestCap::test_op", "cpu", "float16", "add")
+    assert "aten::add.Tensor" in add16["aten"] and add16["outcome"] == "passed"
+    assert "aten::relu" in lines["test_op_nn_functional_relu_cpu_float32"]["aten"]
+    # A test running its own dispatch mode still passes, and its ops are still seen.
+    assert {"aten::ones", "aten::mul.Tensor"} <= set(lines["test_own_mode_cpu_float32"]["aten"])
+    assert lines["test_fails_cpu"]["outcome"] == "failed" and "aten::neg" in lines["test_fails_cpu"]["aten"]
+    assert lines["test_skips_cpu"]["outcome"] == "skipped"
+    assert all(rec["error"] is None for rec in lines.values())
+
+    # ... and after ingesting, the reverse index answers "which tests use aten::add".
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(captured)
+    hits = opmap.tests_for("aten::add")
+    assert {h.node_id.rsplit("::", 1)[1] for h in hits} == {"test_op_add_cpu_float32", "test_op_add_cpu_float16"}
+    assert all(h.source == "captured" and h.generic == "TestCap::test_op" for h in hits)
+    (half,) = opmap.tests_for("aten::add.Tensor", dtype="float16")
+    assert half.dtype == "float16" and half.op == "add"
+    assert {h.dtype for h in opmap.tests_for("nn.functional.relu")} == {"float32", "float16"}
+    assert "aten::neg" in {u.aten for u in opmap.ops_for_test("TestCap::test_fails")}
+    opmap.close()
+
+
+def test_collect_only_writes_static_map(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(test_cap=DEVICE_GENERIC_TESTS)
+    result = pytester.runpytest_inprocess("--collect-only", "-q", "--curate-capture-ops", "static.jsonl",
+                                          "-p", "no:cacheprovider")
+    assert result.ret == 0
+    lines = read_lines(pytester.path / "static.jsonl")
+    assert len(lines) == 9 and {r["source"] for r in lines.values()} == {"static"}
+    assert lines["test_op_add_cpu_float32"]["aten"] == ["aten::add"]
+    assert lines["test_op_nn_functional_relu_cpu_float16"]["aten"] == ["aten::relu"]
+    assert lines["test_fails_cpu"]["aten"] == []
+    opmap = OpMap(tmp_path)
+    assert opmap.ingest(pytester.path / "static.jsonl").static == 9
+    hits = opmap.tests_for("aten::add", dtype="float32")
+    assert [(h.node_id.rsplit("::", 1)[1], h.source) for h in hits] == [("test_op_add_cpu_float32", "static")]
+    opmap.close()
+
+
+def test_mode_that_cannot_enter_never_fails_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Broken:
+        seen: set = set()
+
+        def __enter__(self) -> None:
+            raise RuntimeError("mode stack is busy")
+
+    monkeypatch.setattr(capture, "_recorder_class", lambda: Broken)
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = pytester.runpytest_inprocess("--curate-capture-ops", "ops.jsonl", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (line,) = read_lines(pytester.path / "ops.jsonl").values()
+    assert line["outcome"] == "passed" and "mode stack is busy" in line["error"]
+
+
+@pytest.mark.slow  # three interpreters importing torch: ~10 s on an idle 2-core machine
+def test_xdist_workers_write_parts_that_ingest_reads(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(test_two="""
+        import torch
+        import pytest
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_sum(n):
+            assert torch.arange(n + 1).sum().item() == n * (n + 1) // 2
+    """)
+    (pytester.path / "ops.jsonl.gw7").write_text("stale part of an earlier run\n")
+    result = pytester.runpytest_subprocess("-n", "2", "--curate-capture-ops", "ops.jsonl", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    parts = sorted(p.name for p in pytester.path.glob("ops.jsonl*"))
+    assert parts == ["ops.jsonl.gw0", "ops.jsonl.gw1"]
+    opmap = OpMap(tmp_path)
+    assert opmap.ingest(pytester.path / "ops.jsonl").captured == 4
+    assert len({h.node_id for h in opmap.tests_for("aten::sum")}) == 4
+    opmap.close()
+
+
+def test_without_the_option_nothing_is_registered(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_ok(request):\n"
+                        "    assert not request.config.pluginmanager.has_plugin('testcurator-capture')\n")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_recorder_runs_higher_order_ops() -> None:
+    import torch
+
+    with capture._recorder_class()() as recorder:
+        x = torch.ones(3)
+        out = torch.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,))
+    assert out.tolist() == [2.0, 2.0, 2.0]
+    names = {capture.op_name(f) for f in recorder.seen}
+    assert {"higher_order::cond", "aten::ones", "aten::sum"} <= names
