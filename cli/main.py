@@ -26,9 +26,9 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
-    from testcurator.cli import config_cmds, exec_cmds, memory_cmds
+    from testcurator.cli import config_cmds, exec_cmds, import_cmds, memory_cmds, ops_cmds, review_cmds
 
-    for module in (config_cmds, memory_cmds, exec_cmds):
+    for module in (config_cmds, memory_cmds, exec_cmds, ops_cmds, review_cmds, import_cmds):
         module.register(app)
 
 
@@ -48,7 +48,8 @@ def report_error(exc: CuratorError) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # With standalone_mode=False click returns a command's typer.Exit code instead of exiting.
+        result = app(args=argv, standalone_mode=False)
     except CuratorError as exc:
         report_error(exc)
         return exc.exit_code
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, click.exceptions.Abort):
             return 130
         raise
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

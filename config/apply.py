@@ -54,7 +54,7 @@ def split_dtypes(dtype: str | None) -> list[str]:
     return [dtype] if dtype in dtype_names() else dtype_parts(dtype)
 
 
-def _excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
+def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
     if edits is None:
         return None
     if edits.dtypes is not None:
@@ -109,7 +109,7 @@ def decide(config: LoadedConfig, file: ResolvedFile | None, ident: TestIdentity)
         return Applied(mode, f"file not listed in the curate config (unlisted_file_mode: {mode})", "unlisted_file")
     entry = file.entry_for(ident.generic)
     where = entry.location if entry is not None else file.location
-    excluded = _excluded_by_edit(entry.edits if entry else None, ident)
+    excluded = excluded_by_edit(entry.edits if entry else None, ident)
     if excluded is not None:
         return Applied("skip", f"{excluded} ({where})", "edit", where)
     missing = _unsupported(file.capabilities, ident, _included_dtypes(entry))

@@ -270,7 +270,7 @@ def _expresses(candidate: dict[str, Any], instances: Sequence[CollectedTest], ma
     # Checked with the plugin's own edit logic, so "exact" means what the plugin will do.
     from pydantic import ValidationError
 
-    from testcurator.config.apply import _excluded_by_edit
+    from testcurator.config.apply import excluded_by_edit
     from testcurator.config.schema import Edits
     from testcurator.names import TestIdentity
 
@@ -280,7 +280,7 @@ def _expresses(candidate: dict[str, Any], instances: Sequence[CollectedTest], ma
         return False
     for t in instances:
         ident = TestIdentity(cls="", test=t.name, device=t.device, dtype=t.dtype, op=t.op, module=t.module)
-        if (_excluded_by_edit(edits, ident) is not None) != (t.nodeid in matched):
+        if (excluded_by_edit(edits, ident) is not None) != (t.nodeid in matched):
             return False
     return True
 

@@ -116,8 +116,12 @@ def _identity_fields(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def identify(cls: type, attr_name: str, fn: Callable[..., Any] | None = None) -> TestIdentity:
-    """Identity of ``cls.attr_name`` from the live objects (exact)."""
-    fn = fn if fn is not None else getattr(cls, attr_name, None)
+    """Identity of ``cls.attr_name`` from the live objects (exact).
+
+    The class attribute wins over ``fn``: pytest's ``item.obj`` for a TestCase method is
+    re-wrapped by PyTorch's ``TestCase.__init__`` and has lost ``param_kwargs``.
+    """
+    fn = getattr(cls, attr_name, None) or fn
     device_type = getattr(cls, "device_type", None)
     devices = _devices_for(device_type)
     gtest = _generic_test_name(fn, attr_name) if fn is not None else None
@@ -136,6 +140,12 @@ def _devices_for(device_type: str | None) -> tuple[str, ...]:
 
 def split_device_class(cls_name: str, devices: Collection[str] = KNOWN_DEVICES) -> tuple[str, str | None]:
     """``TestFooCPU`` -> (``TestFoo``, ``cpu``); a plain class keeps its name."""
+    return _split_device_class(cls_name, tuple(devices))
+
+
+@lru_cache(maxsize=4096)
+def _split_device_class(cls_name: str, devices: tuple[str, ...]) -> tuple[str, str | None]:
+    # Cached: every instantiated test of a class asks the same question at collection.
     for dev in sorted(devices, key=len, reverse=True):
         suffix = dev.upper()
         if cls_name.endswith(suffix) and len(cls_name) > len(suffix):

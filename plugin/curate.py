@@ -10,8 +10,11 @@ instances are attributes added to the in-memory test class.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,14 +78,23 @@ class CuratePlugin:
         self.config = config
         self.loaded = loaded
         self.summary = CurateSummary()
-        self._registered_marks: set[str] = set()
+        self._marks: dict[tuple[str, str], pytest.MarkDecorator] = {}
+        # Properties only matter to JUnit XML; building them for 20k items is not free.
+        self._junit = bool(getattr(config.option, "xmlpath", None))
+        self._files: dict[Path, ResolvedFile | None] = {}
+
+    def file_for(self, path: Path) -> ResolvedFile | None:
+        # Items of one module share a path; realpath per item costs more than the rest.
+        if path not in self._files:
+            self._files[path] = self.loaded.file_for(path)
+        return self._files[path]
 
     # --- edits.dtypes.include: add instances before unittest collects the class -------
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makeitem(self, collector: pytest.Collector, name: str, obj: object) -> None:
         if not isinstance(obj, type) or getattr(obj, "device_type", None) is None:
             return None
-        file = self.loaded.file_for(Path(str(collector.path)))
+        file = self.file_for(Path(str(collector.path)))
         if file is not None:
             self.summary.included += add_included_dtypes(obj, file)
         return None
@@ -91,9 +103,14 @@ class CuratePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
         seen: dict[Path, set[str]] = {}
+        with _gc_paused():
+            self._curate_items(items, seen)
+        self._record_stale(seen)
+
+    def _curate_items(self, items: list[pytest.Item], seen: dict[Path, set[str]]) -> None:
         for item in items:
             ident = item_identity(item)
-            file = self.loaded.file_for(item.path)
+            file = self.file_for(item.path)
             generic = ident.generic
             applied = decide(self.loaded, file, ident)
             item.stash[IDENTITY_KEY] = ident
@@ -104,24 +121,29 @@ class CuratePlugin:
             self.summary.per_file.setdefault(key, Counter())[applied.curated] += 1
             if file is not None:
                 seen.setdefault(file.resolved_path, set()).add(generic)
-        self._record_stale(seen)
 
     def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied) -> None:
-        if applied.mode == "skip":
-            item.add_marker(pytest.mark.skip(reason=applied.reason))
-        elif applied.mode in ("xfail", "xfail_strict"):
-            item.add_marker(pytest.mark.xfail(reason=applied.reason, strict=applied.mode == "xfail_strict"))
-        for mark in marks_for(ident):
-            self._register_mark(mark)
-            item.add_marker(mark)
-        for key, value in junit_properties(ident, applied):
-            item.user_properties.append((key, value))
+        if applied.mode != "mandatory_success":
+            item.add_marker(self._mark(applied.mode, applied.reason))
+        for name in marks_for(ident):
+            item.add_marker(self._mark(name, ""))
+        if self._junit:
+            item.user_properties.extend(junit_properties(ident, applied))
 
-    def _register_mark(self, mark: str) -> None:
-        # --strict-markers rejects unregistered marks, so register each dynamic one once.
-        if mark not in self._registered_marks:
-            self.config.addinivalue_line("markers", f"{mark}: added by testcurator at collection")
-            self._registered_marks.add(mark)
+    def _mark(self, name: str, reason: str) -> pytest.MarkDecorator:
+        # Built once per (name, reason): 20k items share a few dozen distinct marks, and
+        # building a MarkDecorator costs more than applying one.
+        key = (name, reason)
+        if key not in self._marks:
+            if name == "skip":
+                self._marks[key] = pytest.mark.skip(reason=reason)
+            elif name in ("xfail", "xfail_strict"):
+                self._marks[key] = pytest.mark.xfail(reason=reason, strict=name == "xfail_strict")
+            else:
+                # --strict-markers rejects unregistered marks: register each dynamic one once.
+                self.config.addinivalue_line("markers", f"{name}: added by testcurator at collection")
+                self._marks[key] = getattr(pytest.mark, name)
+        return self._marks[key]
 
     def _record_stale(self, seen: dict[Path, set[str]]) -> None:
         # Only files that were collected can have stale entries; others are out of this run.
@@ -149,6 +171,19 @@ class CuratePlugin:
         from testcurator.plugin.report import write_summary
 
         write_summary(terminalreporter, self.summary)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    # Everything allocated here lives as long as the session; letting the cyclic GC rescan
+    # torch's large heap every few thousand items was half of the plugin's cost.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def marks_for(ident: TestIdentity) -> list[str]:
