@@ -1,0 +1,206 @@
+"""Per-test event log and hang guard, so a runner can survive crashes and hangs.
+
+Options (group ``curate``):
+
+``--curate-events FILE``
+    Append one JSON line per event. ``start`` (nodeid, pid, time, identity) is flushed and
+    fsynced *before* the test runs, so when the process dies the log names the test that
+    was running (a ``start`` without ``finish``). ``report`` lines carry each phase
+    (when, outcome, longrepr text, duration, user_properties, wasxfail); ``finish`` closes
+    a test; ``collected`` lists the node ids of the session; ``collect_error`` a file that
+    failed to import. Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
+    controller writes ``FILE.controller`` with only xdist's crash reports (``when='???'``,
+    "worker 'gw0' crashed while running ..."). Without xdist the process writes ``FILE``.
+    Faulthandler output (segfault tracebacks, hang dumps) goes to ``<that file>.fault``.
+
+``--curate-timeout SECONDS``
+    Arm ``faulthandler.dump_traceback_later(SECONDS, exit=True)`` around each test
+    (setup + call + teardown): a hung test dumps every thread's stack into the ``.fault``
+    file and the process exits, which the runner records as ``timeout``.
+
+Wiring: :func:`add_options` and :func:`configure` are the two functions the curate entry
+plugin calls. Both are idempotent, and this module also defines module-level
+``pytest_addoption``/``pytest_configure`` so ``-p testcurator.plugin.events`` works alone
+(e.g. with plugin autoloading disabled); loading both ways registers the options once.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+PLUGIN_NAME = "testcurator-events"
+_ADDED_FLAG = "_testcurator_events_options_added"
+
+
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    """Add ``--curate-events`` and ``--curate-timeout`` (once per parser)."""
+    if getattr(parser, _ADDED_FLAG, False):
+        return
+    setattr(parser, _ADDED_FLAG, True)
+    group.addoption("--curate-events", metavar="FILE", default=None,
+                    help="write a JSONL event log per test (start before it runs, reports after)")
+    group.addoption("--curate-timeout", metavar="SECONDS", type=float, default=None,
+                    help="kill the test process with a stack dump when one test runs longer")
+
+
+def configure(config: pytest.Config) -> None:
+    """Register the event writer when ``--curate-events`` or ``--curate-timeout`` is given."""
+    events = config.getoption("curate_events", None)
+    timeout = config.getoption("curate_timeout", None)
+    if (events is None and timeout is None) or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    workerinput = getattr(config, "workerinput", None)
+    xdist_controller = workerinput is None and _xdist_active(config)
+    if events is not None:
+        suffix = f".{workerinput['workerid']}" if workerinput else (".controller" if xdist_controller else "")
+        path: Path | None = Path(events + suffix)
+    else:
+        path = None
+    writer = _ControllerEvents(path) if xdist_controller else _EventWriter(path, timeout)
+    config.pluginmanager.register(writer, PLUGIN_NAME)
+
+
+def _xdist_active(config: pytest.Config) -> bool:
+    numprocesses = getattr(config.option, "numprocesses", None)
+    dist = getattr(config.option, "dist", "no")
+    return bool(numprocesses) or dist not in (None, "no")
+
+
+class _Log:
+    """An append-only JSONL file; ``sync=True`` lines survive the process dying next."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.fh: IO[str] | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.fh = path.open("a", encoding="utf-8")
+
+    def write(self, event: dict[str, Any], *, sync: bool = False) -> None:
+        if self.fh is None:
+            return
+        self.fh.write(json.dumps(event, default=str) + "\n")
+        self.fh.flush()
+        if sync:
+            os.fsync(self.fh.fileno())
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+def _longrepr_text(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    if report.longrepr is None:
+        return None
+    if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2])  # skip: (path, lineno, reason)
+    return str(report.longrepr)
+
+
+def _report_event(report: pytest.TestReport) -> dict[str, Any]:
+    return {
+        "event": "report", "nodeid": report.nodeid, "when": report.when,
+        "outcome": report.outcome, "longrepr": _longrepr_text(report),
+        "duration": report.duration, "wasxfail": getattr(report, "wasxfail", None),
+        "user_properties": [[str(k), str(v)] for k, v in report.user_properties],
+        "pid": os.getpid(), "time": time.time(),
+    }
+
+
+def _identity(item: pytest.Item) -> dict[str, Any]:
+    """The curate plugin's properties when present, else identify() on the live objects."""
+    props = {k[len("curate_"):]: v for k, v in item.user_properties if str(k).startswith("curate_")}
+    if "generic" in props or getattr(item, "cls", None) is None:
+        return props
+    from testcurator.names import identify
+
+    name = getattr(item, "originalname", None) or item.name
+    try:
+        ident = identify(item.cls, name, getattr(item, "obj", None))
+    except Exception:  # identity is a convenience; the nodeid is the record's key
+        return props
+    return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype,
+            "op": ident.op_formatted, "module": ident.module}
+
+
+class _EventWriter:
+    """Runs in the process that executes tests (a plain pytest, or an xdist worker)."""
+
+    def __init__(self, path: Path | None, timeout: float | None) -> None:
+        self.log = _Log(path)
+        self.timeout = timeout
+        self.fault: IO[str] | None = None
+        if path is not None:
+            self.fault = Path(str(path) + ".fault").open("a", encoding="utf-8")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Segfault/abort tracebacks land next to the log, per process. Done at session
+        # start: pytest's own faulthandler plugin points it at stderr during configure.
+        if self.fault is not None:
+            faulthandler.enable(file=self.fault, all_threads=True)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.log.write({"event": "collected", "nodeids": [i.nodeid for i in session.items],
+                        "rootdir": str(session.config.rootpath), "pid": os.getpid()}, sync=True)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.log.write({"event": "collect_error", "nodeid": report.nodeid,
+                            "longrepr": _longrepr_text(report), "pid": os.getpid()})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
+        self.log.write({"event": "start", "nodeid": item.nodeid, "pid": os.getpid(),
+                        "time": time.time(), "identity": _identity(item)}, sync=True)
+        if self.timeout:
+            faulthandler.dump_traceback_later(self.timeout, exit=True, file=self.fault or _stderr())
+        try:
+            yield
+        finally:
+            if self.timeout:
+                faulthandler.cancel_dump_traceback_later()
+            self.log.write({"event": "finish", "nodeid": item.nodeid, "time": time.time()})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.log.write(_report_event(report))
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.log.close()
+
+
+class _ControllerEvents:
+    """The xdist controller: only xdist's crash reports (the workers log everything else)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.log = _Log(path)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "???":  # xdist's handle_crashitem marker
+            self.log.write(_report_event(report), sync=True)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.log.close()
+
+
+def _stderr() -> IO[str]:
+    import sys
+
+    return sys.__stderr__ or sys.stderr
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser.getgroup("curate"), parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure(config)

@@ -1,0 +1,116 @@
+"""What to run and how: the run specification, the selection, and the pytest command line.
+
+A run is either *curated* (``config`` given: the config's ``files`` entries resolved against
+``torch_root``, and ``--curate-config`` applies the modes) or a *draft* (``paths`` given:
+files or node ids, no config). Node-id lists go through pytest's ``@argsfile`` so a rerun
+of thousands of remaining tests never hits the OS argument limit, and are passed
+explicitly rather than by ``--deselect`` (which matches by prefix: deselecting
+``test_a`` would also drop ``test_ab``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testcurator.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything ``execute`` needs; ``paths`` (when given) narrows a config's files."""
+
+    out_dir: Path
+    paths: tuple[str, ...] = ()
+    config: Path | None = None
+    torch_root: Path | None = None
+    device: str | None = None
+    backend: str | None = None
+    workers: int = 1
+    timeout: float | None = 300.0
+    retries: int = 1
+    rootdir: Path | None = None
+    extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
+
+    @property
+    def cwd(self) -> Path:
+        return (self.rootdir or self.torch_root or Path.cwd()).resolve()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The test files or node ids a run starts from, and config files that are absent."""
+
+    targets: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+
+
+def _absolute(target: str) -> str:
+    # pytest runs in spec.cwd; a path the user gave is relative to where they stand.
+    path, sep, rest = target.partition("::")
+    return str(Path(path).resolve()) + sep + rest if Path(path).exists() else target
+
+
+def select(spec: RunSpec) -> Selection:
+    """Resolve what to run; a config file that lists absent test files keeps the rest."""
+    if spec.paths:
+        return Selection(tuple(_absolute(p) for p in spec.paths))
+    if spec.config is None:
+        raise BadInputError("nothing to run: give --config or test paths")
+    from testcurator.config.loader import load_config
+
+    loaded = load_config(spec.config, torch_root=spec.torch_root)
+    present = [str(f.resolved_path) for f in loaded.files if f.resolved_path.exists()]
+    missing = [str(f.resolved_path) for f in loaded.files if not f.resolved_path.exists()]
+    if not present:
+        raise BadInputError(f"{spec.config}: none of the config's {len(missing)} test file(s) exist "
+                            f"(first: {missing[0] if missing else '-'}); check --torch-root")
+    return Selection(tuple(present), tuple(missing))
+
+
+def _autoload_disabled(env: dict[str, str]) -> bool:
+    return bool(env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"))
+
+
+def build_env(spec: RunSpec) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(dict(spec.env))
+    if spec.device:
+        # instantiate_device_type_tests reads this at import: only the backend's classes.
+        env.setdefault("PYTORCH_TESTING_DEVICE_ONLY_FOR", spec.device)
+    if spec.torch_root is not None:
+        env.setdefault("TORCH_ROOT", str(spec.torch_root))
+    return env
+
+
+def pytest_command(
+    spec: RunSpec, targets: Sequence[str], *, events: Path, junit: Path, argsfile: Path,
+    workers: int, env: dict[str, str],
+) -> list[str]:
+    """The argv of one pytest invocation over ``targets``."""
+    argsfile.parent.mkdir(parents=True, exist_ok=True)
+    argsfile.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", f"@{argsfile}", "-p", "no:cacheprovider",
+           "--continue-on-collection-errors", "-q", "--junitxml", str(junit), "--curate-events", str(events)]
+    if _autoload_disabled(env):
+        # Plugins are not picked up from entry points then: name ours (and xdist's).
+        cmd += ["-p", "testcurator.plugin.entry"] + (["-p", "xdist.plugin"] if workers > 1 else [])
+    if spec.timeout:
+        cmd += ["--curate-timeout", str(spec.timeout)]
+    if spec.config is not None:
+        cmd += ["--curate-config", str(spec.config.resolve())]
+        if spec.torch_root is not None:
+            cmd += ["--curate-torch-root", str(spec.torch_root.resolve())]
+    if spec.backend:
+        backend = Path(spec.backend)
+        cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
+    if workers > 1:
+        cmd += ["-n", str(workers)]
+    if spec.rootdir is not None:
+        cmd += ["--rootdir", str(spec.rootdir.resolve())]
+    return cmd + list(spec.extra_args)

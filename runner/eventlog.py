@@ -1,0 +1,186 @@
+"""Read the event logs written by ``testcurator.plugin.events`` and fold them into records.
+
+One pytest invocation writes ``PATH`` (plain run) or ``PATH.gw0``, ``PATH.gw1``, ... and
+``PATH.controller`` (xdist), each with a ``.fault`` file beside it. :class:`EventTail`
+follows them while the process runs (for the progress bar) and :class:`EventFold` turns
+the lines into :class:`~testcurator.runner.records.TestRecord`:
+
+- a test with a ``finish`` line gets its outcome from its phase reports;
+- a test with a ``start`` but no ``finish`` once the process has ended is the one that
+  was running when its process died: ``timeout`` if the fault file holds faulthandler's
+  ``Timeout (h:mm:ss)!`` dump, otherwise ``crashed`` (signal from the fault text, the
+  return code, or xdist's "worker 'gw0' crashed while running ..." report).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testcurator.names import parse_name
+from testcurator.runner.classify import classify
+from testcurator.runner.records import FAILING, TestRecord, truncate
+
+
+class EventTail:
+    """Incremental reader of every event file of one invocation (complete lines only)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.offsets: dict[Path, int] = {}
+
+    def files(self) -> list[Path]:
+        found = [p for p in self.base.parent.glob(self.base.name + "*") if not p.name.endswith(".fault")]
+        return sorted(p for p in found if p.name == self.base.name or p.name.startswith(self.base.name + "."))
+
+    def poll(self) -> list[tuple[Path, dict[str, Any]]]:
+        out: list[tuple[Path, dict[str, Any]]] = []
+        for path in self.files():
+            start = self.offsets.get(path, 0)
+            with path.open("rb") as fh:
+                fh.seek(start)
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1  # a half-written last line waits for the next poll
+            self.offsets[path] = start + end
+            for raw in chunk[:end].splitlines():
+                if raw.strip():
+                    out.append((path, json.loads(raw)))
+        return out
+
+
+@dataclass
+class _TestState:
+    nodeid: str
+    source: Path
+    identity: dict[str, Any] = field(default_factory=dict)
+    reports: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+
+
+@dataclass
+class EventFold:
+    """Accumulated state of one invocation's event files."""
+
+    collected: list[str] = field(default_factory=list)
+    rootdir: str | None = None
+    tests: dict[str, _TestState] = field(default_factory=dict)
+    crash_reports: dict[str, str] = field(default_factory=dict)  # nodeid -> xdist text
+    collect_errors: dict[str, str] = field(default_factory=dict)
+    done: dict[str, TestRecord] = field(default_factory=dict)
+
+    def feed(self, source: Path, event: dict[str, Any]) -> None:
+        kind, nodeid = event.get("event"), event.get("nodeid", "")
+        if kind == "collected":
+            seen = set(self.collected)
+            self.rootdir = self.rootdir or event.get("rootdir")
+            self.collected.extend(n for n in event["nodeids"] if n not in seen)
+        elif kind == "collect_error":
+            self.collect_errors[nodeid] = event.get("longrepr") or ""
+        elif kind == "start":
+            # A retried test starts again in a fresh file; the latest start wins.
+            self.tests[nodeid] = _TestState(nodeid, source, dict(event.get("identity") or {}))
+        elif kind == "report" and event.get("when") == "???":
+            self.crash_reports[nodeid] = event.get("longrepr") or ""
+        elif kind == "report" and nodeid in self.tests:
+            self.tests[nodeid].reports.append(event)
+        elif kind == "finish" and nodeid in self.tests:
+            self.tests[nodeid].finished = True
+            self.done[nodeid] = record_from_reports(self.tests[nodeid])  # once, not per poll
+
+    def finished_records(self) -> dict[str, TestRecord]:
+        return dict(self.done)
+
+    def dead_records(self, returncode: int | None) -> dict[str, TestRecord]:
+        """Records for tests whose process died under them (call once the process ended)."""
+        out: dict[str, TestRecord] = {}
+        for nodeid, state in self.tests.items():
+            if state.finished:
+                continue
+            fault = _read_fault(state.source)
+            xdist_text = self.crash_reports.get(nodeid)
+            # Under xdist the controller's return code says nothing about the worker.
+            rc = None if xdist_text is not None or _is_worker_file(state.source) else returncode
+            out[nodeid] = dead_record(state, fault, xdist_text, rc)
+        return out
+
+    def collect_error_records(self) -> dict[str, TestRecord]:
+        out: dict[str, TestRecord] = {}
+        for nodeid, text in self.collect_errors.items():
+            result = classify(text, outcome="error")
+            out[nodeid] = TestRecord(nodeid=nodeid, outcome="error", failure_class=result.failure_class,
+                                     evidence=result.evidence, failure_text=truncate(text))
+        return out
+
+
+def _is_worker_file(path: Path) -> bool:
+    return path.suffix.startswith(".gw")
+
+
+def _read_fault(events_file: Path) -> str:
+    fault = Path(str(events_file) + ".fault")
+    return fault.read_text(encoding="utf-8", errors="replace") if fault.exists() else ""
+
+
+def identity_fields(nodeid: str, identity: dict[str, Any]) -> dict[str, Any]:
+    """generic/device/dtype/op/module for a record, parsing the node id as a fallback."""
+    fields = {k: identity.get(k) for k in ("generic", "device", "dtype", "op", "module")}
+    if fields["generic"] is None:
+        parts = nodeid.split("[", 1)[0].split("::")
+        if len(parts) >= 3:
+            ident = parse_name(parts[-2], parts[-1])
+            fields.update(generic=ident.generic, device=ident.device, dtype=ident.dtype)
+    return fields
+
+
+def _phase_outcome(reports: list[dict[str, Any]]) -> tuple[str, str | None]:
+    by_when = {r["when"]: r for r in reports}
+    setup, call, teardown = by_when.get("setup"), by_when.get("call"), by_when.get("teardown")
+    if setup is not None and setup["outcome"] == "failed":
+        return "error", setup.get("longrepr")
+    if setup is not None and setup["outcome"] == "skipped":
+        return ("xfailed" if setup.get("wasxfail") is not None else "skipped"), setup.get("longrepr")
+    outcome, text = "passed", None
+    if call is not None:
+        xfail = call.get("wasxfail") is not None
+        if call["outcome"] == "failed":
+            outcome, text = "failed", call.get("longrepr")
+        elif call["outcome"] == "skipped":
+            outcome, text = ("xfailed" if xfail else "skipped"), call.get("longrepr") or call.get("wasxfail")
+        elif xfail:
+            outcome = "xpassed"
+    if teardown is not None and teardown["outcome"] == "failed" and outcome not in FAILING:
+        outcome, text = "error", teardown.get("longrepr")
+    return outcome, text
+
+
+def record_from_reports(state: _TestState) -> TestRecord:
+    outcome, text = _phase_outcome(state.reports)
+    duration = sum(float(r.get("duration") or 0.0) for r in state.reports)
+    failure_class = evidence = None
+    if outcome in FAILING:
+        result = classify(text, outcome=outcome)
+        failure_class, evidence = result.failure_class, result.evidence
+    return TestRecord(
+        nodeid=state.nodeid, outcome=outcome, duration=duration, failure_class=failure_class,
+        evidence=evidence, failure_text=truncate(text) if outcome in FAILING else truncate(text, 500),
+        **identity_fields(state.nodeid, state.identity),
+    )
+
+
+def dead_record(state: _TestState, fault: str, xdist_text: str | None, returncode: int | None) -> TestRecord:
+    text = "\n".join(t for t in (xdist_text, fault) if t)
+    if not text and returncode is not None:
+        text = f"pytest process exited with code {returncode} while running {state.nodeid}"
+    result = classify(text, outcome="crashed", returncode=returncode)
+    outcome = "timeout" if result.failure_class == "timeout" else "crashed"
+    if result.signal and result.signal not in result.evidence:
+        result_evidence = f"{result.evidence} ({result.signal})"
+    else:
+        result_evidence = result.evidence
+    duration = sum(float(r.get("duration") or 0.0) for r in state.reports)
+    return TestRecord(
+        nodeid=state.nodeid, outcome=outcome, failure_class=result.failure_class, evidence=result_evidence,
+        duration=duration, failure_text=truncate(text), **identity_fields(state.nodeid, state.identity),
+    )

@@ -1,0 +1,211 @@
+"""Run a curated (or draft) suite in pytest subprocesses and record every test.
+
+``execute(spec)`` runs pytest with the events plugin (``--curate-events``, and
+``--curate-timeout`` as the per-test hang guard), following the event log live for the
+progress bar. When a pytest process dies (segfault, abort, SIGKILL, the hang guard's exit)
+the test that was running is recorded as ``crashed`` or ``timeout`` and a new process runs
+the tests not yet recorded, until every collected test has a record. Under xdist a dead
+worker is replaced by xdist itself; the runner still records the crash from the worker's
+log and reruns whatever xdist gave up on.
+
+Retries: failing tests (failed, error, crashed, timeout) run again, up to ``spec.retries``
+times, in separate invocations. A test that passes on a retry is *flaky*: its record keeps
+the passing outcome, ``flaky=True``, ``failure_class='transient'`` and evidence naming the
+first failure. A test that fails every attempt keeps its first classification (consistent).
+
+Outputs in ``spec.out_dir`` (each written atomically): ``results.jsonl`` (one record per
+test), ``junit.xml`` (written from the records, so crashes and timeouts appear even though
+the pytest that ran them never wrote its own XML), ``manifest.json``; ``work/`` keeps each
+invocation's event logs, argsfile, pytest's own JUnit XML and its console log.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from testcurator.errors import ExecutionError
+from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select
+from testcurator.runner.eventlog import EventFold, EventTail
+from testcurator.runner.junit_write import write_junit
+from testcurator.runner.manifest import build_manifest, write_manifest
+from testcurator.runner.progress import NullProgress, ProgressSink
+from testcurator.runner.records import TestRecord, counts, write_jsonl
+
+POLL_S = 0.2
+RETRY_TESTS_PER_WORKER = 20
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One pytest process the runner started."""
+
+    label: str
+    argv: tuple[str, ...]
+    returncode: int
+    wall_s: float
+    log: Path
+
+
+@dataclass(frozen=True)
+class RunResult:
+    records: tuple[TestRecord, ...]
+    invocations: tuple[Invocation, ...]
+    selection: Selection
+    out_dir: Path
+
+    @property
+    def by_nodeid(self) -> dict[str, TestRecord]:
+        return {r.nodeid: r for r in self.records}
+
+
+class _Pass:
+    """Run ``targets`` to completion: one pytest, then one more per process death."""
+
+    def __init__(self, spec: RunSpec, label: str, progress: ProgressSink, env: dict[str, str]) -> None:
+        self.spec, self.label, self.progress, self.env = spec, label, progress, env
+        self.work = spec.out_dir / "work"
+        self.records: dict[str, TestRecord] = {}
+        self.known: list[str] = []
+        self.rootdir: str | None = None
+        self.invocations: list[Invocation] = []
+
+    def run(self, targets: Sequence[str], workers: int) -> dict[str, TestRecord]:
+        self.progress.phase(self.label, None)
+        round_no = 0
+        while True:
+            fold, inv = self._invoke(targets, workers, round_no)
+            before = len(self.records)
+            self.records.update(fold.finished_records())
+            self.records.update(fold.collect_error_records())
+            self.records.update(fold.dead_records(inv.returncode))
+            self._learn(fold)
+            remaining = [n for n in self.known if n not in self.records]
+            self._report()
+            if not remaining:
+                return self.records
+            if len(self.records) == before:
+                raise ExecutionError(_no_progress_message(inv, len(remaining)))
+            targets = [self._absolute(n) for n in remaining]
+            round_no += 1
+
+    def _learn(self, fold: EventFold) -> None:
+        seen = set(self.known)
+        self.known.extend(n for n in fold.collected if n not in seen)
+        self.rootdir = self.rootdir or fold.rootdir
+
+    def _absolute(self, nodeid: str) -> str:
+        # Node ids are relative to pytest's rootdir; absolute ones work from any cwd.
+        return f"{self.rootdir}/{nodeid}" if self.rootdir else nodeid
+
+    def _report(self, fold: EventFold | None = None) -> None:
+        current = dict(self.records)
+        if fold is not None:
+            current.update(fold.finished_records())
+        total = len(set(self.known) | (set(fold.collected) if fold else set())) or None
+        self.progress.update(len(current), counts(current.values()), total)
+
+    def _invoke(self, targets: Sequence[str], workers: int, round_no: int) -> tuple[EventFold, Invocation]:
+        stem = self.work / f"{self.label}-{round_no}"
+        events = Path(f"{stem}.events.jsonl")
+        argv = pytest_command(self.spec, targets, events=events, junit=Path(f"{stem}.junit.xml"),
+                              argsfile=Path(f"{stem}.args"), workers=workers, env=self.env)
+        log = Path(f"{stem}.log")
+        tail, fold = EventTail(events), EventFold()
+        started = time.monotonic()
+        with log.open("w", encoding="utf-8") as out:
+            out.write(" ".join(argv) + "\n")
+            out.flush()
+            proc = subprocess.Popen(argv, cwd=self.spec.cwd, env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                while proc.poll() is None:
+                    time.sleep(POLL_S)
+                    self._drain(tail, fold)
+            except BaseException:
+                _stop(proc)
+                raise
+        self._drain(tail, fold)
+        inv = Invocation(f"{self.label}-{round_no}", tuple(argv), proc.returncode, time.monotonic() - started, log)
+        self.invocations.append(inv)
+        return fold, inv
+
+    def _drain(self, tail: EventTail, fold: EventFold) -> None:
+        events = tail.poll()
+        for source, event in events:
+            fold.feed(source, event)
+        if events:
+            self._report(fold)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    import os
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        proc.kill()
+
+
+def _no_progress_message(inv: Invocation, remaining: int) -> str:
+    lines = inv.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    tail = "\n".join(lines[-25:])
+    return (f"pytest exited with code {inv.returncode} without running any of the {remaining} "
+            f"remaining test(s); see {inv.log}:\n{tail}")
+
+
+def merge_retry(first: dict[str, TestRecord], retry: dict[str, TestRecord], attempt: int) -> dict[str, TestRecord]:
+    """Fold one retry round into the records (see module docstring for the rule)."""
+    merged = dict(first)
+    for nodeid, new in retry.items():
+        old = first.get(nodeid)
+        if old is None or not old.is_failure or old.flaky:
+            continue
+        if new.is_failure:
+            merged[nodeid] = replace(old, attempts=attempt)
+        else:
+            evidence = f"{new.outcome} on attempt {attempt} after failing: [{old.failure_class}] {old.evidence}"
+            merged[nodeid] = replace(new, attempts=attempt, flaky=True, failure_class="transient",
+                                     evidence=evidence, failure_text=old.failure_text)
+    return merged
+
+
+def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
+    """Run the selection, retry failures, write results.jsonl, junit.xml and manifest.json."""
+    progress = progress or NullProgress()
+    selection = select(spec)
+    env = build_env(spec)
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    invocations: list[Invocation] = []
+    with progress:
+        first = _Pass(spec, "run", progress, env)
+        records = first.run(selection.targets, spec.workers)
+        invocations += first.invocations
+        for attempt in range(2, spec.retries + 2):
+            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and "::" in n]
+            if not failing:
+                break
+            retry = _Pass(spec, f"retry{attempt - 1}", progress, env)
+            retry.rootdir = first.rootdir
+            # xdist start-up costs more than it saves on a handful of reruns.
+            workers = min(spec.workers, max(1, len(failing) // RETRY_TESTS_PER_WORKER))
+            retried = retry.run([retry._absolute(n) for n in failing], workers)
+            invocations += retry.invocations
+            records = merge_retry(records, retried, attempt)
+    ordered = tuple(records[n] for n in _order(first.known, records))
+    write_jsonl(spec.out_dir / "results.jsonl", ordered)
+    write_junit(spec.out_dir / "junit.xml", ordered)
+    manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
+    write_manifest(spec.out_dir / "manifest.json", manifest)
+    return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
+
+
+def _order(known: Sequence[str], records: dict[str, TestRecord]) -> list[str]:
+    seen = set(known)
+    return [n for n in known if n in records] + [n for n in records if n not in seen]

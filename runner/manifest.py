@@ -1,0 +1,133 @@
+"""The reproducibility manifest of one run (``manifest.json``).
+
+What a reader needs to rerun or compare a run: the command and each pytest argv, a
+config hash (sha256 over the config files' bytes, files in sorted path order, each
+preceded by its name relative to the config root so a rename changes the hash), the
+upstream tree's git revision when ``torch_root`` is a checkout (plus whether it is dirty),
+torch's version and git revision, the backend (module, device, version when installed
+as a distribution), Python, OS, CPU model, and every test's outcome and duration.
+
+Torch's version is read from its files without importing it (``import torch`` costs
+seconds and the runner itself does not need torch); the subprocesses use the same
+interpreter, so it is the torch that ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from testcurator.runner.command import RunSpec, Selection
+from testcurator.runner.records import TestRecord, atomic_write_text, counts
+
+MANIFEST_VERSION = 1
+
+
+def config_hash(config: Path | None) -> str | None:
+    if config is None:
+        return None
+    from testcurator.config.loader import config_files
+
+    root = config if config.is_dir() else config.parent
+    digest = hashlib.sha256()
+    for file in sorted(config_files(config)):
+        digest.update(str(file.relative_to(root)).encode() + b"\0")
+        digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def git_revision(root: Path | None) -> dict[str, Any] | None:
+    """``{"revision", "dirty"}`` when ``root`` is inside a git checkout, else None."""
+    if root is None or not root.exists():
+        return None
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if rev.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"revision": rev.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def torch_info() -> dict[str, str | None]:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {"version": None, "git_version": None}
+    version_file = Path(list(spec.submodule_search_locations)[0]) / "version.py"
+    text = version_file.read_text(encoding="utf-8") if version_file.exists() else ""
+
+    def field(name: str) -> str | None:
+        match = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
+        return match.group(1) if match else None
+
+    return {"version": field("__version__"), "git_version": field("git_version")}
+
+
+def cpu_model() -> str | None:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def backend_info(spec: RunSpec) -> dict[str, Any]:
+    info: dict[str, Any] = {"module": spec.backend, "device": spec.device, "version": None}
+    if spec.backend:
+        top = Path(spec.backend).stem if Path(spec.backend).exists() else spec.backend.split(".")[0]
+        try:
+            info["version"] = importlib.metadata.version(top)
+        except importlib.metadata.PackageNotFoundError:
+            info["version"] = None
+    return info
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def build_manifest(
+    spec: RunSpec, selection: Selection, records: Sequence[TestRecord], pytest_commands: list[list[str]],
+    started: float, finished: float,
+) -> dict[str, Any]:
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "command": list(spec.command),
+        "pytest_commands": pytest_commands,
+        "cwd": str(spec.cwd),
+        "started": _iso(started), "finished": _iso(finished), "wall_s": round(finished - started, 3),
+        "config": str(spec.config) if spec.config else None,
+        "config_hash": config_hash(spec.config),
+        "torch_root": str(spec.torch_root) if spec.torch_root else None,
+        "upstream": git_revision(spec.torch_root),
+        "selection": list(selection.targets), "missing_files": list(selection.missing),
+        "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries},
+        "torch": torch_info(),
+        "backend": backend_info(spec),
+        "python": {"version": sys.version.split()[0], "implementation": platform.python_implementation(),
+                   "executable": sys.executable},
+        "os": {"platform": platform.platform(), "system": platform.system(), "release": platform.release()},
+        "cpu": {"model": cpu_model(), "count": os.cpu_count(), "machine": platform.machine()},
+        "counts": counts(records),
+        "tests": {r.nodeid: {"outcome": r.outcome, "duration": round(r.duration, 6),
+                             **({"failure_class": r.failure_class} if r.failure_class else {}),
+                             **({"flaky": True} if r.flaky else {})} for r in records},
+    }
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=False) + "\n")

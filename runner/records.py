@@ -1,0 +1,137 @@
+"""One record per test: what ran, how it ended, why it failed.
+
+Every producer (the runner's event log, pytest's JUnit XML, PyTorch's ``run_test.py``
+reports, our own JSONL) ends in :class:`TestRecord`, so classification and re-bucketing
+see one shape. Records are frozen; the runner derives new ones with
+:func:`dataclasses.replace` (e.g. after a retry).
+
+``outcome`` is one of :data:`OUTCOMES`: pytest's own outcomes plus ``crashed`` (the
+process died under the test: signal, abort, ``os._exit``) and ``timeout`` (the per-test
+hang guard fired). ``failure_text`` is cut to :data:`MAX_FAILURE_TEXT` characters (head
+and tail kept, since the error is usually at the end of a traceback and the cause at the
+start); ``evidence`` is what the classifier matched, kept whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from testcurator.errors import BadInputError, Location, Problem
+
+OUTCOMES: tuple[str, ...] = (
+    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout",
+)
+#: Outcomes that carry a failure to classify (and to retry).
+FAILING: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
+MAX_FAILURE_TEXT = 8000
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """The result of one instantiated test (one node id)."""
+
+    __test__ = False  # pytest: not a test class despite the name
+
+    nodeid: str
+    outcome: str
+    generic: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    op: str | None = None
+    module: str | None = None
+    failure_class: str | None = None
+    evidence: str | None = None
+    duration: float = 0.0
+    attempts: int = 1
+    flaky: bool = False
+    failure_text: str | None = None
+    source: str | None = None  # the file the record was read from (ingestion), if any
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r} (expected one of {', '.join(OUTCOMES)})")
+
+    @property
+    def is_failure(self) -> bool:
+        return self.outcome in FAILING
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(TestRecord))
+
+
+def truncate(text: str | None, limit: int = MAX_FAILURE_TEXT) -> str | None:
+    """Keep the head and the tail of a long text, marking the cut."""
+    if text is None or len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head - 60
+    return f"{text[:head]}\n... [{len(text) - head - tail} characters cut] ...\n{text[-tail:]}"
+
+
+def record_from_json(data: dict[str, Any], *, file: str = "<json>", line: int | None = None) -> TestRecord:
+    """A record from one decoded JSONL object; unknown keys are ignored (newer writers)."""
+    if not isinstance(data, dict) or "nodeid" not in data or "outcome" not in data:
+        raise BadInputError(f"{Location(file, line)}: not a test record (needs 'nodeid' and 'outcome')")
+    kwargs = {k: v for k, v in data.items() if k in _FIELD_NAMES}
+    try:
+        return TestRecord(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"{Location(file, line)}: {exc}") from exc
+
+
+def read_jsonl(path: Path) -> list[TestRecord]:
+    """Every record of a results JSONL file; a bad line is a BadInputError with its line."""
+    records: list[TestRecord] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problem = Problem(Location(str(path), lineno, exc.colno), f"invalid JSON: {exc.msg}")
+                raise BadInputError(str(problem)) from exc
+            records.append(record_from_json(data, file=str(path), line=lineno))
+    return records
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl(path: Path, records: Iterable[TestRecord]) -> None:
+    """Write records one JSON object per line, atomically."""
+    atomic_write_text(path, "".join(_lines(records)))
+
+
+def _lines(records: Iterable[TestRecord]) -> Iterator[str]:
+    for record in records:
+        yield json.dumps(record.to_json(), sort_keys=True) + "\n"
+
+
+def counts(records: Iterable[TestRecord]) -> dict[str, int]:
+    """Outcome -> number of records, every outcome present (zeros included)."""
+    out = dict.fromkeys(OUTCOMES, 0)
+    for record in records:
+        out[record.outcome] += 1
+    return out

@@ -1,0 +1,195 @@
+"""The runner through real pytest subprocesses: segfaults, aborts, hangs, killed workers, flakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from testcurator.runner.command import RunSpec
+from testcurator.runner.execute import execute, merge_retry
+from testcurator.runner.ingest import load_results
+from testcurator.runner.records import TestRecord, read_jsonl
+
+CRASHES = '''
+import ctypes, os, signal
+
+def test_first():
+    pass
+
+def test_segv():
+    ctypes.string_at(0)
+
+def test_abort():
+    os.abort()
+
+def test_exit():
+    os._exit(3)
+
+def test_last():
+    assert 1 + 1 == 2
+'''
+
+HANG = '''
+import time
+
+def test_before():
+    pass
+
+def test_hang():
+    time.sleep(120)
+
+def test_after():
+    pass
+'''
+
+FLAKY = '''
+from pathlib import Path
+
+def test_flaky():
+    counter = Path(__file__).with_name("counter.txt")
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    assert n >= 1, "fails on the first attempt only"
+
+def test_always():
+    assert [1, 2] == [1, 3]
+'''
+
+WORKERS = '''
+import os, signal, time
+from pathlib import Path
+
+def test_a(): pass
+def test_b(): pass
+def test_c(): pass
+def test_d(): pass
+
+def test_killed_once():
+    marker = Path(__file__).with_name("killed-once")
+    if not marker.exists():
+        marker.write_text("1")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def test_segv_always():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def test_e(): pass
+def test_f(): pass
+'''
+
+
+def _write(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+# Third-party plugins in this venv cost ~2 s per process start; none matter here.
+QUIET_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
+def _run(tmp_path: Path, path: Path, **kwargs: object) -> dict[str, TestRecord]:
+    spec = RunSpec(out_dir=tmp_path / "out", paths=(str(path),), rootdir=tmp_path, extra_args=QUIET_PLUGINS,
+                   **kwargs)  # type: ignore[arg-type]
+    return execute(spec).by_nodeid
+
+
+def test_crashes_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    path = _write(tmp_path, "test_crashes.py", CRASHES)
+    got = _run(tmp_path, path, timeout=60, retries=0)
+    summary = {n.split("::")[1]: (r.outcome, r.failure_class) for n, r in got.items()}
+    assert summary == {
+        "test_first": ("passed", None), "test_segv": ("crashed", "crash"), "test_abort": ("crashed", "crash"),
+        "test_exit": ("crashed", "crash"), "test_last": ("passed", None),
+    }
+    assert "Fatal Python error: Segmentation fault" in got["test_crashes.py::test_segv"].evidence
+    assert "SIGABRT" in got["test_crashes.py::test_abort"].evidence
+    assert "exited with code 3" in got["test_crashes.py::test_exit"].evidence
+    assert "test_segv" in got["test_crashes.py::test_segv"].failure_text  # faulthandler's stack
+    out = tmp_path / "out"
+    assert [r.nodeid for r in read_jsonl(out / "results.jsonl")] == list(got)
+    reread = {r.nodeid: r.outcome for r in load_results([out / "junit.xml"])}
+    assert reread == {n: r.outcome for n, r in got.items()}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["tests"]["test_crashes.py::test_segv"]["outcome"] == "crashed"
+    assert len(manifest["pytest_commands"]) == 4  # one process per death, plus the first
+
+
+def test_hang_is_a_timeout_and_the_rest_runs(tmp_path: Path) -> None:
+    path = _write(tmp_path, "test_hang.py", HANG)
+    started = time.monotonic()
+    got = _run(tmp_path, path, timeout=2, retries=0)
+    assert time.monotonic() - started < 60
+    hang = got["test_hang.py::test_hang"]
+    assert (hang.outcome, hang.failure_class) == ("timeout", "timeout")
+    assert hang.evidence == "Timeout (0:00:02)!"
+    assert "time.sleep" in hang.failure_text or "test_hang" in hang.failure_text
+    assert got["test_hang.py::test_after"].outcome == "passed"
+
+
+def test_retries_tell_flaky_from_consistent(tmp_path: Path) -> None:
+    path = _write(tmp_path, "test_flaky.py", FLAKY)
+    got = _run(tmp_path, path, timeout=60, retries=2)
+    flaky, always = got["test_flaky.py::test_flaky"], got["test_flaky.py::test_always"]
+    assert (flaky.outcome, flaky.flaky, flaky.failure_class, flaky.attempts) == ("passed", True, "transient", 2)
+    assert "fails on the first attempt only" in flaky.evidence
+    assert (always.outcome, always.flaky, always.attempts) == ("failed", False, 3)
+    assert always.failure_class == "unknown" and "AssertionError" in always.evidence
+
+
+def test_xdist_worker_deaths(tmp_path: Path) -> None:
+    path = _write(tmp_path, "test_workers.py", WORKERS)
+    got = _run(tmp_path, path, timeout=60, retries=1, workers=2)
+    assert len(got) == 8
+    segv, killed = got["test_workers.py::test_segv_always"], got["test_workers.py::test_killed_once"]
+    assert (segv.outcome, segv.failure_class, segv.attempts) == ("crashed", "crash", 2)
+    assert "Fatal Python error: Segmentation fault" in segv.evidence or "crashed while running" in segv.evidence
+    assert (killed.outcome, killed.flaky, killed.failure_class) == ("passed", True, "transient")
+    assert "crashed while running 'test_workers.py::test_killed_once'" in killed.evidence
+    others = {n: r.outcome for n, r in got.items() if n.split("::")[1] not in ("test_segv_always", "test_killed_once")}
+    assert set(others.values()) == {"passed"}
+
+
+def _kill_when_started(out: Path, nodeid_part: str, stop: threading.Event) -> None:
+    # Plays the part of an operator (or OOM killer) killing the process running a test.
+    while not stop.is_set():
+        for events in (out / "work").glob("run-0.events.jsonl*"):
+            if events.name.endswith(".fault"):
+                continue
+            for line in events.read_text(encoding="utf-8").splitlines():
+                event = json.loads(line)
+                if event.get("event") == "start" and nodeid_part in event["nodeid"]:
+                    os.kill(event["pid"], signal.SIGKILL)
+                    return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_process_killed_from_outside(tmp_path: Path, workers: int) -> None:
+    path = _write(tmp_path, "test_slow.py", "import time\n\ndef test_quick():\n    pass\n\n"
+                  "def test_slow():\n    time.sleep(30)\n\ndef test_tail():\n    pass\n")
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_when_started, args=(tmp_path / "out", "test_slow", stop), daemon=True)
+    killer.start()
+    try:
+        got = _run(tmp_path, path, timeout=60, retries=0, workers=workers)
+    finally:
+        stop.set()
+    slow = got["test_slow.py::test_slow"]
+    assert (slow.outcome, slow.failure_class) == ("crashed", "crash")
+    assert "SIGKILL" in slow.evidence if workers == 1 else "crashed while running" in slow.evidence
+    assert got["test_slow.py::test_tail"].outcome == "passed"
+
+
+def test_merge_retry_keeps_first_classification() -> None:
+    first = {"a::t": TestRecord("a::t", "failed", failure_class="numerical_mismatch", evidence="Mismatched elements: 1 / 2 (50.0%)")}
+    again = {"a::t": TestRecord("a::t", "crashed", failure_class="crash", evidence="x")}
+    merged = merge_retry(first, again, 2)["a::t"]
+    assert (merged.outcome, merged.failure_class, merged.attempts) == ("failed", "numerical_mismatch", 2)
