@@ -1,0 +1,515 @@
+"""Static index of PyTorch-style test files with tree-sitter: pure functions -> dataclasses.
+
+One parse per file yields classes (bases, decorators, own test functions), module-level
+tests, ``instantiate_*`` calls and module-level ``del``. :func:`collect_tests` then resolves
+inheritance and which classes pytest collects, so a test inherited from a base in the same
+file appears once per test class that inherits it, as ``Class::test``.
+
+Content hash: sha256 over the dedented source of decorators + ``def`` with the function
+NAME replaced by ``_`` (and without line numbers, class name or trailing whitespace). So a
+test moved within a file, into another class, or re-indented keeps its hash; a renamed test
+with the same body keeps it too, which lets a later delta detect "renamed" (the name is
+stored separately). Tests sharing a body share a hash.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import re
+import textwrap
+import warnings
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+_DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+# Bases (by last dotted part) that make a class a unittest TestCase for pytest.
+_TESTCASE_BASE_RE = re.compile(r"(TestCase|TestBase|Test)$")
+_INSTANTIATORS = {"instantiate_device_type_tests": "device", "instantiate_parametrized_tests": "parametrized"}
+_COMPOUND = {"if_statement", "try_statement", "with_statement", "elif_clause", "else_clause",
+             "except_clause", "finally_clause", "block", "except_group_clause"}
+
+
+@dataclass(frozen=True)
+class Decorator:
+    name: str  # dotted callee as written: "ops", "unittest.skipIf"
+    args: tuple[str, ...] = ()  # positional argument sources ("*floating_types()" kept)
+    kwargs: tuple[tuple[str, str], ...] = ()
+    line: int = 0
+
+    @property
+    def short(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    def text(self) -> str:
+        parts = list(self.args) + [f"{k}={v}" for k, v in self.kwargs]
+        return f"@{self.name}({', '.join(parts)})" if parts or self.args else f"@{self.name}"
+
+
+@dataclass(frozen=True)
+class TestFunction:
+    """One ``def test*`` as written in the source (before inheritance)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    defined_in: str | None  # class whose body holds the def; None at module level
+    line_start: int  # 1-based, first decorator line
+    line_end: int
+    decorators: tuple[Decorator, ...]
+    calls: tuple[str, ...]  # torch symbols called, resolved through imports
+    methods: tuple[str, ...]  # method names called on non-self objects (x.add_ -> add_)
+    docstring: str | None
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    name: str
+    line: int
+    bases: tuple[str, ...]
+    decorators: tuple[Decorator, ...]
+    tests: tuple[TestFunction, ...]
+
+
+@dataclass(frozen=True)
+class Instantiation:
+    cls: str
+    kind: str  # "device" | "parametrized"
+    line: int
+    only_for: tuple[str, ...] | None = None
+    except_for: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """One collected generic test: ``Class::test`` (or bare ``test`` at module level)."""
+
+    __test__ = False
+
+    cls: str | None
+    fn: TestFunction
+    device_generic: bool
+    parametrized: bool
+    instances_estimate: int | None  # per device (CPU's decorators); None = not static
+
+    @property
+    def generic(self) -> str:
+        return f"{self.cls}::{self.fn.name}" if self.cls else self.fn.name
+
+
+@dataclass(frozen=True)
+class FileIndex:
+    path: str
+    classes: tuple[ClassInfo, ...] = ()
+    module_tests: tuple[TestFunction, ...] = ()
+    instantiations: tuple[Instantiation, ...] = ()
+    deleted: frozenset[str] = frozenset()
+    tests: tuple[TestRecord, ...] = ()
+    error: str | None = None  # set when the file could not be indexed (then no tests)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+@lru_cache(maxsize=1)
+def _language() -> Language:
+    import tree_sitter_python
+
+    return Language(tree_sitter_python.language())
+
+
+@lru_cache(maxsize=1)
+def _calls_query() -> Query:
+    return Query(_language(), "(call function: (_) @f)")
+
+
+def make_parser() -> Parser:
+    return Parser(_language())
+
+
+def _text(src: bytes, node: Node) -> str:
+    return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
+def _walk_module(node: Node) -> Iterator[Node]:
+    """Module-level statements, descending into if/try/with blocks (guarded definitions)."""
+    for child in node.named_children:
+        if child.type in _COMPOUND:
+            yield from _walk_module(child)
+        else:
+            yield child
+
+
+def _imports(src: bytes, root: Node) -> dict[str, str]:
+    """Local name -> dotted torch path, for module-level imports of torch."""
+    out: dict[str, str] = {}
+    for st in _walk_module(root):
+        if st.type == "import_statement":
+            for item in st.named_children:
+                if item.type == "aliased_import":
+                    full = _text(src, item.child_by_field_name("name"))
+                    out[_text(src, item.child_by_field_name("alias"))] = full
+                else:
+                    full = _text(src, item)
+                    out[full.split(".")[0]] = full.split(".")[0]
+        elif st.type == "import_from_statement":
+            mod = st.child_by_field_name("module_name")
+            base = _text(src, mod) if mod is not None else ""
+            for item in st.children_by_field_name("name"):
+                if item.type == "aliased_import":
+                    name = _text(src, item.child_by_field_name("name"))
+                    out[_text(src, item.child_by_field_name("alias"))] = f"{base}.{name}"
+                else:
+                    out[_text(src, item)] = f"{base}.{_text(src, item)}"
+    return {k: v for k, v in out.items() if v == "torch" or v.startswith("torch.")}
+
+
+def _decorator(src: bytes, node: Node) -> Decorator:
+    expr = node.named_children[0] if node.named_children else node
+    line = node.start_point[0] + 1
+    if expr.type != "call":
+        return Decorator(name=" ".join(_text(src, expr).split()), line=line)
+    fn = expr.child_by_field_name("function")
+    args: list[str] = []
+    kwargs: list[tuple[str, str]] = []
+    arglist = expr.child_by_field_name("arguments")
+    for arg in arglist.named_children if arglist is not None else ():
+        if arg.type == "keyword_argument":
+            key = _text(src, arg.child_by_field_name("name"))
+            kwargs.append((key, _text(src, arg.child_by_field_name("value"))))
+        elif arg.type != "comment":
+            args.append(_text(src, arg))
+    return Decorator(name=" ".join(_text(src, fn).split()), args=tuple(args), kwargs=tuple(kwargs), line=line)
+
+
+def _docstring(src: bytes, body: Node | None) -> str | None:
+    if body is None:
+        return None
+    first = next((c for c in body.named_children if c.type != "comment"), None)
+    if first is None or first.type != "expression_statement" or not first.named_children:
+        return None
+    string = first.named_children[0]
+    if string.type not in ("string", "concatenated_string"):
+        return None
+    raw = _text(src, string)
+    quote = raw[:3] if raw[:3] in ('"""', "'''") else raw[:1]
+    if string.type == "string" and quote in ('"""', "'''", '"', "'") and raw.endswith(quote) and len(raw) >= 2 * len(quote) \
+            and "\\" not in raw:
+        value: object = raw[len(quote) : len(raw) - len(quote)]  # plain literal: no eval needed
+    else:
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            return None
+    return inspect.cleandoc(value) if isinstance(value, str) else None
+
+
+def content_hash(src: bytes, outer: Node, name_node: Node) -> str:
+    """Hash of decorators + def, dedented, with the function name blanked (see module doc)."""
+    start, end = outer.start_byte, outer.end_byte
+    body = src[start : name_node.start_byte] + b"_" + src[name_node.end_byte : end]
+    text = " " * outer.start_point[1] + body.decode("utf-8", "replace")
+    lines = [ln.rstrip() for ln in textwrap.dedent(text.replace("\r\n", "\n")).split("\n")]
+    return hashlib.sha256("\n".join(ln for ln in lines if ln).encode()).hexdigest()[:16]
+
+
+@dataclass
+class _Calls:
+    """Every call in the file, sorted by position, to hand out per test by byte range."""
+
+    starts: list[int]
+    names: list[tuple[str, str]]  # (kind "torch"|"method", name)
+
+
+def _collect_calls(src: bytes, root: Node, aliases: dict[str, str]) -> _Calls:
+    # String work on each callee's source is much cheaper than walking its child nodes.
+    found: list[tuple[int, str, str]] = []
+    for node in QueryCursor(_calls_query()).captures(root).get("f", []):
+        text = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+        if any(ch in text for ch in " \n\t\\"):
+            text = "".join(text.replace("\\", " ").split())  # callee split over lines
+        head, dot, _ = text.partition(".")
+        target = aliases.get(head)
+        if target is not None and _DOTTED_RE.match(text):
+            full = target + text[len(head):]
+            if not full.startswith("torch.testing._internal"):
+                found.append((node.start_byte, "torch", full))
+                continue
+        if dot:
+            obj, _, method = text.rpartition(".")
+            if obj != "self" and method.isidentifier():
+                found.append((node.start_byte, "method", method))
+    found.sort()
+    return _Calls([f[0] for f in found], [(f[1], f[2]) for f in found])
+
+
+def _calls_in(calls: _Calls, start: int, end: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    torch_calls: dict[str, None] = {}
+    methods: dict[str, None] = {}
+    i = bisect_left(calls.starts, start)
+    while i < len(calls.starts) and calls.starts[i] < end:
+        kind, name = calls.names[i]
+        (torch_calls if kind == "torch" else methods)[name] = None
+        i += 1
+    return tuple(sorted(torch_calls)), tuple(sorted(methods))
+
+
+def _unwrap(src: bytes, node: Node) -> tuple[Node, tuple[Decorator, ...]]:
+    """(definition, decorators) for a decorated_definition or a bare definition."""
+    if node.type == "decorated_definition":
+        decos = tuple(_decorator(src, d) for d in node.named_children if d.type == "decorator")
+        return node.child_by_field_name("definition"), decos
+    return node, ()
+
+
+def _test_function(src: bytes, outer: Node, defn: Node, decos: tuple[Decorator, ...],
+                   owner: str | None, calls: _Calls) -> TestFunction | None:
+    name_node = defn.child_by_field_name("name")
+    name = _text(src, name_node)
+    if not name.startswith("test"):
+        return None
+    torch_calls, methods = _calls_in(calls, defn.start_byte, defn.end_byte)
+    return TestFunction(
+        name=name, defined_in=owner, line_start=outer.start_point[0] + 1,
+        line_end=outer.end_point[0] + 1, decorators=decos, calls=torch_calls, methods=methods,
+        docstring=_docstring(src, defn.child_by_field_name("body")),
+        content_hash=content_hash(src, outer, name_node),
+    )
+
+
+def _class_info(src: bytes, outer: Node, defn: Node, decos: tuple[Decorator, ...], calls: _Calls) -> ClassInfo:
+    name = _text(src, defn.child_by_field_name("name"))
+    supers = defn.child_by_field_name("superclasses")
+    bases = tuple(
+        " ".join(_text(src, b).split()) for b in (supers.named_children if supers is not None else ())
+        if b.type not in ("keyword_argument", "comment")
+    )
+    tests: dict[str, TestFunction] = {}  # later definitions win, as in Python
+    for st in _walk_module(defn.child_by_field_name("body")):
+        inner, inner_decos = _unwrap(src, st)
+        if inner is not None and inner.type == "function_definition":
+            fn = _test_function(src, st, inner, inner_decos, name, calls)
+            if fn is not None:
+                tests[fn.name] = fn
+    return ClassInfo(name, outer.start_point[0] + 1, bases, decos, tuple(tests.values()))
+
+
+def _literal_strings(src: bytes, node: Node | None) -> tuple[str, ...] | None:
+    if node is None:
+        return None
+    raw = _text(src, node)
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return (raw,)  # not literal: keep the expression so a reader sees it
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def _instantiation(src: bytes, call: Node) -> Instantiation | None:
+    fn = call.child_by_field_name("function")
+    kind = _INSTANTIATORS.get(_text(src, fn).rsplit(".", 1)[-1]) if fn is not None else None
+    arglist = call.child_by_field_name("arguments")
+    if kind is None or arglist is None:
+        return None
+    positional = [a for a in arglist.named_children if a.type not in ("keyword_argument", "comment")]
+    keywords = {_text(src, a.child_by_field_name("name")): a.child_by_field_name("value")
+                for a in arglist.named_children if a.type == "keyword_argument"}
+    if not positional:
+        return None
+    # instantiate_device_type_tests(cls, scope, except_for=None, only_for=None, ...)
+    except_for = keywords.get("except_for", positional[2] if len(positional) > 2 else None)
+    only_for = keywords.get("only_for", positional[3] if len(positional) > 3 else None)
+    return Instantiation(
+        cls=_text(src, positional[0]), kind=kind, line=call.start_point[0] + 1,
+        only_for=_literal_strings(src, only_for) if kind == "device" else None,
+        except_for=_literal_strings(src, except_for) if kind == "device" else None,
+    )
+
+
+def compile_error(src: bytes, path: str) -> str | None:
+    """Why CPython would refuse to import ``src`` (None if it would not).
+
+    tree-sitter recovers from errors silently and misses indentation errors altogether,
+    while pytest collects nothing from a file that does not compile. CPython's compiler
+    (to bytecode, cheaper than building an ``ast``) is the judge, as it is for pytest.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning for "\\d" escapes and the like
+            compile(src, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
+    except ValueError as exc:  # e.g. null bytes
+        return f"cannot compile: {exc}"
+    return None
+
+
+def parse_source(src: bytes, path: str, parser: Parser | None = None) -> FileIndex:
+    """Index one file's bytes. A syntax error yields ``FileIndex(error=...)`` and no tests."""
+    error = compile_error(src, path)
+    if error is not None:
+        return FileIndex(path=path, error=error)
+    root = (parser or make_parser()).parse(src).root_node
+    notes: tuple[str, ...] = ()
+    if root.has_error:
+        notes = ("tree-sitter reported errors on a file Python compiles; index may be partial",)
+    calls = _collect_calls(src, root, _imports(src, root))
+    classes: dict[str, ClassInfo] = {}
+    module_tests: dict[str, TestFunction] = {}
+    insts: list[Instantiation] = []
+    deleted: set[str] = set()
+    for st in _walk_module(root):
+        defn, decos = _unwrap(src, st)
+        if defn is None:
+            continue
+        if defn.type == "class_definition":
+            info = _class_info(src, st, defn, decos, calls)
+            classes[info.name] = info
+            if any(d.short == "instantiate_parametrized_tests" for d in decos):
+                insts.append(Instantiation(info.name, "parametrized", info.line))
+        elif defn.type == "function_definition":
+            fn = _test_function(src, st, defn, decos, None, calls)
+            if fn is not None:
+                module_tests[fn.name] = fn
+        elif st.type == "expression_statement" and st.named_children and st.named_children[0].type == "call":
+            inst = _instantiation(src, st.named_children[0])
+            if inst is not None:
+                insts.append(inst)
+        elif st.type == "delete_statement":
+            deleted.update(n.strip() for n in _text(src, st)[3:].split(","))
+    index = FileIndex(path, tuple(classes.values()), tuple(module_tests.values()), tuple(insts),
+                      frozenset(deleted), warnings=notes)
+    return collect_tests(index)
+
+
+# -- which tests pytest will collect, and how many instances each yields -------------------
+
+
+def _mro(name: str, classes: dict[str, ClassInfo]) -> list[str]:
+    """In-file linearisation (depth-first, last occurrence wins: close to C3 for tests)."""
+    order: list[str] = []
+
+    def visit(n: str, seen: frozenset[str]) -> None:
+        order.append(n)
+        for base in classes[n].bases:
+            if base in classes and base not in seen:
+                visit(base, seen | {base})
+
+    visit(name, frozenset({name}))
+    out: list[str] = []
+    for i, n in enumerate(order):
+        if n not in order[i + 1 :]:
+            out.append(n)
+    return out
+
+
+def _is_test_class(name: str, mro: list[str], classes: dict[str, ClassInfo]) -> bool:
+    # pytest collects TestCase subclasses whatever their name, and plain "Test*" classes.
+    if name.startswith("Test"):
+        return True
+    for klass in mro:
+        for base in classes[klass].bases:
+            if base not in classes and _TESTCASE_BASE_RE.search(base.rsplit(".", 1)[-1]):
+                return True
+    return False
+
+
+def collect_tests(index: FileIndex) -> FileIndex:
+    """The generic tests of a parsed file, one per (collected class, test name)."""
+    classes = {c.name: c for c in index.classes}
+    kinds: dict[str, set[str]] = {}
+    for inst in index.instantiations:
+        kinds.setdefault(inst.cls, set()).add(inst.kind)
+    records: list[TestRecord] = []
+    for cls in index.classes:
+        mro = _mro(cls.name, classes)
+        device = "device" in kinds.get(cls.name, ())
+        if not device and (cls.name in index.deleted or not _is_test_class(cls.name, mro, classes)):
+            continue
+        tests: dict[str, TestFunction] = {}
+        for klass in reversed(mro):
+            for fn in classes[klass].tests:
+                tests[fn.name] = fn
+        for fn in tests.values():
+            # instantiate_* expands a class's own tests (its __dict__); subclasses inherit the
+            # expanded ones, so what counts is where the test is defined.
+            own_device = device and fn.defined_in == cls.name
+            param = own_device or "parametrized" in kinds.get(fn.defined_in or "", ())
+            records.append(TestRecord(cls.name, fn, own_device, param,
+                                      estimate_instances(fn.decorators, own_device, param)))
+    for fn in index.module_tests:
+        pytest_param = any(d.name.endswith("mark.parametrize") for d in fn.decorators)
+        records.append(TestRecord(None, fn, False, pytest_param,
+                                  estimate_instances(fn.decorators, False, pytest_param)))
+    return replace(index, tests=tuple(records))
+
+
+def _literal_len(text: str) -> int | None:
+    """Number of values in a literal list/tuple/range/product expression, else None."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return _node_len(node)
+
+
+def _node_len(node: ast.expr) -> int | None:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return None if any(isinstance(e, ast.Starred) for e in node.elts) else len(node.elts)
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        fname = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        if fname == "range" and not node.keywords:
+            try:
+                return len(range(*(ast.literal_eval(a) for a in node.args)))
+            except (ValueError, TypeError):
+                return None
+        if fname == "product" and not node.keywords:
+            total = 1
+            for arg in node.args:
+                n = _node_len(arg)
+                if n is None:
+                    return None
+                total *= n
+            return total
+    return None
+
+
+def _param_values(deco: Decorator) -> str | None:
+    kw = dict(deco.kwargs)
+    if len(deco.args) > 1:
+        return deco.args[1]
+    return kw.get("arg_values", kw.get("argvalues"))
+
+
+def estimate_instances(decos: tuple[Decorator, ...], device: bool, parametrized: bool) -> int | None:
+    """Instances per device, from CPU's point of view; None when not statically knowable."""
+    total = 1
+    if device:
+        if any(d.short in ("ops", "modules") for d in decos):
+            return None  # depends on op_db / module_db at import time
+        by_name = {d.short: d for d in decos}
+        dtypes = by_name.get("dtypesIfCPU") or by_name.get("dtypes")
+        if dtypes is not None and (dtypes.args or dtypes.kwargs):
+            if dtypes.kwargs:
+                return None
+            # @dtypes(*product((a, b), (c,))) is upstream's way to pass dtype tuples.
+            counts = [_literal_len(a[1:]) if a.startswith("*") else 1 for a in dtypes.args]
+            if None in counts:
+                return None
+            total *= sum(c for c in counts if c is not None)
+    if parametrized:
+        for deco in decos:
+            if deco.short not in ("parametrize", "parametrize_test"):
+                continue
+            values = _param_values(deco)
+            count = _literal_len(values) if values is not None else None
+            if count is None:
+                return None
+            total *= count
+    return total
