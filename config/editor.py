@@ -207,6 +207,8 @@ class ConfigEditor:
         lines = self.text.splitlines()
         tests = fmap.get("tests")
         if not isinstance(tests, CommentedSeq) or not len(tests):
+            if not specs:
+                return  # nothing to add, nothing to drop
             new = [line for s in specs for line in render_entry(s, fmap.lc.col + 2)]
             self._replace_key(lines, fmap, "tests", new)
             return

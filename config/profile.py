@@ -82,7 +82,11 @@ class BackendProfile(_Strict):
     schema_version: Literal[1] = PROFILE_SCHEMA_VERSION
     name: str = Field(min_length=1, description="The backend's name, used in reports and labels.")
     device: DeviceSpec
-    backend_module: str | None = Field(default=None, description="Python module whose import registers the device.")
+    backend_module: str | None = Field(
+        default=None,
+        description="What registers the device before tests are collected: MODULE, or MODULE:FUNCTION to also call FUNCTION().",
+    )
+    python_path: list[str] = Field(default_factory=list, description="Folders (relative to this file) that make backend_module importable.")
     hooks: list[Hook] = Field(default_factory=list, description="Extension points the backend implements.")
     preferences: list[str] = Field(default_factory=list, description="Plain-language wishes, read by the scope stage.")
     source_paths: list[str] = Field(default_factory=list, description="The backend's source (C++ and Python), for op discovery.")

@@ -58,8 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="curate_backend",
         default=None,
         metavar="MODULE",
-        help="import MODULE (dotted name, or path to a package/.py) before collection to register a "
-        "privateuse1 backend, so device-generic tests instantiate for it",
+        help="import MODULE (dotted name, or path to a package/.py; MODULE:FUNCTION also calls FUNCTION()) "
+        "before collection to register a privateuse1 backend, so device-generic tests instantiate for it",
     )
     for extension in _EXTENSIONS:
         extension.add_options(group, parser)
@@ -74,8 +74,25 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         import_backend(spec)
 
 
+_LOADED: dict[str, object] = {}
+
+
 def import_backend(spec: str) -> object:
-    """Import a backend module by dotted name or by path; idempotent."""
+    """Import a backend module by dotted name or by path, calling ``:FUNCTION`` once."""
+    if spec in _LOADED:
+        return _LOADED[spec]
+    module_spec, _, function = spec.partition(":")
+    module = _import_module(module_spec)
+    if function:
+        setup = getattr(module, function, None)
+        if not callable(setup):
+            raise pytest.UsageError(f"--curate-backend: {module_spec} has no function {function!r}")
+        setup()
+    _LOADED[spec] = module
+    return module
+
+
+def _import_module(spec: str) -> object:
     path = Path(spec)
     if path.suffix == ".py" or path.is_dir() or os.sep in spec:
         if not path.exists():

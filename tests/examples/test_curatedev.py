@@ -165,12 +165,13 @@ def test_low_precision_op_gives_a_real_mismatch(probe: dict[str, object]) -> Non
 
 
 def test_profile_matches_the_default_allowlists(probe: dict[str, object]) -> None:
-    profile = yaml.safe_load((BACKEND_DIR / "backend.yaml").read_text())
-    assert profile["name"] == "curatedev"
-    assert profile["supported_ops"] == probe["default_ops"]
-    assert profile["supported_dtypes"] == probe["default_dtypes"]
-    for rel in profile["source_paths"] + profile["docs"]:
-        assert (BACKEND_DIR / rel).exists(), rel
+    from testcurator.config.profile import load_profile
+
+    profile, paths = load_profile(BACKEND_DIR / "backend.yaml")  # schema-valid, paths exist
+    assert profile.name == "curatedev"
+    assert [d.name for d in profile.supported_dtypes or []] == probe["default_dtypes"]
+    assert profile.backend_module == "curatedev.testing:setup_device_type_tests"
+    assert all(p.exists() for group in paths.values() for p in group)
 
 
 def test_bad_allowlist_entry_is_reported(tmp_path: Path) -> None:

@@ -1,0 +1,57 @@
+"""Stage 4, refine: run the draft suite on the device, then re-bucket from the results.
+
+The draft runs with every non-skipped test as ``mandatory_success`` (xfail marks would hide
+raw outcomes). Each test's instantiated variants become :class:`ExecutionRecord`s (one
+outcome per attempt, the failure class and its evidence line), and the brain's refine
+rules turn them into the corrected decisions. Which rules, and why, is documented in
+agents/offline.py.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from testcurator.agents.brain import Brain, BrainContext, BucketRequest, ExecutionRecord, RefineRequest
+from testcurator.agents.decision import Decision
+from testcurator.runner.records import TestRecord
+
+
+def _rel(nodeid: str, root: Path) -> str:
+    path = nodeid.split("::", 1)[0]
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix() if Path(path).is_absolute() else path
+    except ValueError:
+        return path
+
+
+def execution_record(rec: TestRecord) -> ExecutionRecord:
+    """A runner record as the brain's evidence: outcomes per attempt, class, evidence line."""
+    attempts = max(1, rec.attempts)
+    if rec.flaky:
+        outcomes = ("failed",) * (attempts - 1) + ("passed",)
+    else:
+        outcomes = (rec.outcome,) * attempts
+    return ExecutionRecord(variant=rec.nodeid, outcomes=outcomes, dtype=rec.dtype, op=rec.op, module=rec.module,
+                           failure_class=rec.failure_class, message=rec.evidence or "")
+
+
+def group_records(records: Sequence[TestRecord], root: Path) -> dict[str, list[ExecutionRecord]]:
+    """``file::generic`` -> that test's variants, sorted by node id."""
+    out: dict[str, list[ExecutionRecord]] = defaultdict(list)
+    for rec in sorted(records, key=lambda r: r.nodeid):
+        if rec.generic:
+            out[f"{_rel(rec.nodeid, root)}::{rec.generic}"].append(execution_record(rec))
+    return dict(out)
+
+
+def refine_file(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest],
+                previous: Sequence[Decision], executions: Mapping[str, Sequence[ExecutionRecord]]) -> list[Decision]:
+    """Re-bucket one file's tests; tests without results keep their decision unchanged."""
+    by_test = {d.test: d for d in previous}
+    refine = [RefineRequest(r, by_test.get(r.test), tuple(executions.get(f"{r.file}::{r.test}", ())))
+              for r in requests]
+    if not refine:
+        return []
+    return brain.refine(refine, ctx)

@@ -1,0 +1,146 @@
+"""The nightly pipeline as a LangGraph graph: scope -> memory -> bucket -> refine -> configs.
+
+    scope ─► memory ─┬► bucket_file (one per kept file, Send) ─► draft ─► execute ─┬► refine_file (Send) ─► emit ─► verify ─► report
+                     └───────────────────────────────────────────────────────────────┘ (--no-execute: draft ─► emit)
+
+Nodes are plain functions returning partial state; their dependencies come from the frozen
+:class:`RunContext` (``runtime.context``); their outputs go to the run directory and only
+paths and ids enter the state. Every node reuses what an earlier, killed attempt already
+wrote, so ``--resume`` (the SQLite checkpointer) finishes with the same configs as an
+uninterrupted run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from testcurator.agents.brain import BrainContext
+from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.pipelines import steps
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.state import FileTask, NightlyState
+from testcurator.pipelines.store import RunStore
+
+
+def _store(state: NightlyState | FileTask) -> RunStore:
+    return RunStore(Path(state["run_dir"]))
+
+
+def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    with store.timed("scope"):
+        decisions = store.read_scope()
+        if decisions is None:
+            brain_ctx = BrainContext(ctx.backend, frozenset(), ctx.torch_root)
+            decisions = decide_scope(ctx.torch_root, ctx.brain, brain_ctx)
+            store.write_scope(decisions)
+        files = kept_files(ctx.torch_root, decisions)
+    ctx.say(f"scope: kept {sum(d.keep for d in decisions)} of {len(decisions)} folders/files -> {len(files)} test files")
+    return {"files": files}
+
+
+def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    with store.timed("memory"):
+        if not store.has("memory.json"):
+            from testcurator.agents.memory_stage import run_memory_stage
+
+            store.write_json("memory.json", run_memory_stage(ctx, store, state["files"]))
+    figures = store.read_json("memory.json")
+    ctx.say(f"memory: {figures['tests']} tests in {figures['files']} files indexed"
+            f"{' + ops captured on CPU' if figures['captured'] else ''}")
+    return {}
+
+
+def fan_out_bucket(state: NightlyState) -> list[Send]:
+    return [Send("bucket_file", FileTask(run_dir=state["run_dir"], file=f)) for f in state["files"]]
+
+
+def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(task)
+    with store.timed("bucket"):
+        if store.read_decisions("bucket", task["file"]) is None:
+            store.write_decisions("bucket", task["file"], steps.bucket(ctx, store, task["file"]))
+    return {"bucketed": [task["file"]]}
+
+
+def draft(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    with store.timed("bucket"):
+        steps.write_exec_config(ctx, store, state["files"])
+    ctx.say(f"bucket: {steps.count_modes(store, 'bucket', state['files'])}")
+    return {}
+
+
+def after_draft(state: NightlyState, runtime: Runtime[RunContext]) -> str:
+    return "execute" if runtime.context.execute else "emit"
+
+
+def execute(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    with store.timed("refine"):
+        steps.execute_draft(ctx, store)
+    return {"executed": True}
+
+
+def fan_out_refine(state: NightlyState) -> list[Send]:
+    return [Send("refine_file", FileTask(run_dir=state["run_dir"], file=f)) for f in state["files"]]
+
+
+def refine_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(task)
+    with store.timed("refine"):
+        if store.read_decisions("refine", task["file"]) is None:
+            store.write_decisions("refine", task["file"], steps.refine(ctx, store, task["file"]))
+    return {"refined": [task["file"]]}
+
+
+def emit(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    with store.timed("emit"):
+        written = steps.emit_configs(ctx, store, state["files"], refined=bool(state.get("executed")))
+    ctx.say(f"configs: {len(written)} file(s) changed under {ctx.configs_dir}")
+    return {"emitted": written}
+
+
+def verify(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx, store = runtime.context, _store(state)
+    if not ctx.execute:
+        return {"verified": False}
+    with store.timed("verify"):
+        steps.verify(ctx, store)
+    return {"verified": True}
+
+
+def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    from testcurator.pipelines.report import write_report
+
+    ctx, store = runtime.context, _store(state)
+    path = write_report(ctx, store, state)
+    ctx.say(f"report: {path}")
+    return {"report": str(path)}
+
+
+def build_nightly_graph(checkpointer: Any = None) -> Any:
+    """The compiled graph; tests pass a fresh checkpointer (or None)."""
+    graph = StateGraph(NightlyState, context_schema=RunContext)
+    for name, node in (("scope", scope), ("memory", memory), ("bucket_file", bucket_file), ("draft", draft),
+                       ("execute", execute), ("refine_file", refine_file), ("emit", emit), ("verify", verify),
+                       ("report", report)):
+        graph.add_node(name, node)
+    graph.add_edge(START, "scope")
+    graph.add_edge("scope", "memory")
+    graph.add_conditional_edges("memory", fan_out_bucket, ["bucket_file"])
+    graph.add_edge("bucket_file", "draft")
+    graph.add_conditional_edges("draft", after_draft, ["execute", "emit"])
+    graph.add_conditional_edges("execute", fan_out_refine, ["refine_file"])
+    graph.add_edge("refine_file", "emit")
+    graph.add_edge("emit", "verify")
+    graph.add_edge("verify", "report")
+    graph.add_edge("report", END)
+    return graph.compile(checkpointer=checkpointer)

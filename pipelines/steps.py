@@ -1,0 +1,119 @@
+"""The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
+
+Every step reads its inputs from the run directory (RunStore) and the memory, and writes
+its outputs there; none keeps state in the process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testcurator.agents.brain import BrainContext
+from testcurator.agents.bucket import bucket_file, requests_for_file
+from testcurator.agents.decision import Decision
+from testcurator.agents.refine import group_records, refine_file
+from testcurator.config.editor import ConfigEditor
+from testcurator.memory.api import Memory
+from testcurator.pipelines import emit as emitter
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.store import RunStore
+from testcurator.runner.command import RunSpec
+from testcurator.runner.execute import execute
+from testcurator.runner.records import read_jsonl
+
+EXEC_CONFIG = "exec_config"
+
+
+def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
+    """The facts the rails check against: every test memory or collection knows."""
+    evidence = store.read_json("evidence.json", {})
+    known = {key.split("::", 1)[1] for key in evidence}
+    with Memory.open(ctx.state_dir) as memory:
+        known.update(t.generic for t in memory.tests())
+    return BrainContext(ctx.backend, frozenset(known), ctx.torch_root)
+
+
+def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
+    previous = emitter.previous_decisions(ctx.configs_dir, ctx.torch_root)
+    with Memory.open(ctx.state_dir) as memory:
+        return requests_for_file(ctx.torch_root, memory, rel, store.read_json("evidence.json", {}), previous)
+
+
+def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    return bucket_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
+
+
+def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
+    counts: Counter[str] = Counter()
+    for rel in files:
+        counts.update(d.mode for d in store.read_decisions(stage, rel) or [])
+    return ", ".join(f"{mode} {n}" for mode, n in sorted(counts.items())) or "no tests"
+
+
+def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
+    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
+    root = store.path(EXEC_CONFIG)
+    for rel in files:
+        path = emitter.config_path(root, rel)
+        editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
+        specs = []
+        for decision in store.read_decisions("bucket", rel) or []:
+            spec = emitter.entry_for(decision)
+            mode = "skip" if spec.mode == "skip" else "mandatory_success"
+            specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
+        editor.update(emitter.raw_path(rel), specs)
+        editor.save()
+    return root
+
+
+def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
+    done = store.path(out, "results.jsonl")
+    if not done.exists():
+        spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
+                       backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
+                       env=tuple(sorted(ctx.backend_env().items())),
+                       extra_args=("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin"))
+        execute(spec)
+    return read_jsonl(done)
+
+
+def execute_draft(ctx: RunContext, store: RunStore) -> None:
+    records = _run(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    outcomes = Counter(r.outcome for r in records)
+    ctx.say("execute: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+
+
+def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    records = read_jsonl(store.path("exec", "results.jsonl"))
+    executions = group_records(records, ctx.torch_root)
+    previous = store.read_decisions("bucket", rel) or []
+    return refine_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
+
+
+def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
+    result = emitter.EmitResult()
+    sidecar = emitter.load_sidecar(ctx.configs_dir)
+    executed = set()
+    if refined:
+        executed = {key.split("::", 1)[1] for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+    for rel in files:
+        decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
+        emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result)
+    emitter.save_sidecar(ctx.configs_dir, sidecar)
+    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
+    return result.written
+
+
+def verify(ctx: RunContext, store: RunStore) -> None:
+    """Run the final curated suite once: mandatory failures now mean regressions."""
+    records = _run(ctx, store, ctx.configs_dir, "verify", retries=0)
+    outcomes = Counter(r.outcome for r in records)
+    store.write_json("verify.json", {
+        "outcomes": dict(sorted(outcomes.items())),
+        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in ("failed", "error", "crashed", "timeout")),
+        "unexpected_passes": sorted(r.nodeid for r in records if r.outcome == "xpassed"),
+    })
+    ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
