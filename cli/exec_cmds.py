@@ -21,10 +21,29 @@ from rich.text import Text
 
 from testcurator.runner.records import TestRecord
 
-RefineHook = Callable[[Path, Sequence[TestRecord], Path], None]
-#: Steps run by ``refine`` after ingestion, in order (explicit registry).
-REFINE_HOOKS: list[RefineHook] = []
+RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
 console = Console(highlight=False, soft_wrap=True)
+
+
+def rebucket_hook(config: Path, records: Sequence[TestRecord], out: Path, torch_root: Optional[Path]) -> None:
+    """Re-bucket ``config`` in place with the offline brain's refine rules."""
+    import json
+
+    from testcurator.agents.brain import BackendContext
+    from testcurator.agents.offline import OfflineBrain
+    from testcurator.agents.rebucket import rebucket
+    from testcurator.config.yamlio import atomic_write_text
+
+    result = rebucket(config, records, OfflineBrain(), BackendContext(name="refine", device=""), torch_root=torch_root)
+    atomic_write_text(out / "changes.json", json.dumps(result.changed, indent=1, sort_keys=True) + "\n")
+    for change in result.changed:
+        console.print(f"{change['file']} {change['test']}: {change['from']} -> {change['to']}: {change['reason']}", markup=False)
+    console.print(f"re-bucketed {len(result.changed)} test(s) in {config}; {result.unchanged} unchanged; "
+                  f"{len(result.unmatched)} result(s) for files the config does not list", markup=False)
+
+
+#: Steps run by ``refine --config`` after ingestion, in order (explicit registry).
+REFINE_HOOKS: list[RefineHook] = [rebucket_hook]
 
 
 def summary_table(records: Sequence[TestRecord], title: str) -> Table:
@@ -83,7 +102,8 @@ def exec_command(
 
 def refine_command(
     results: Annotated[list[Path], typer.Option("--results", help="JUnit XML / results.jsonl / directory (repeatable)")],
-    config: Annotated[Optional[Path], typer.Option("--config", help="config the results were produced with")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="config to re-bucket in place from the results")] = None,
+    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", envvar="TORCH_ROOT", help="value of ${TORCH_ROOT} in the config")] = None,
     out: Annotated[Path, typer.Option("--out", help="output directory")] = Path("testcurator-refine"),
     device: Annotated[Optional[list[str]], typer.Option("--device", help="extra device name(s) in class names, e.g. curatedev")] = None,
     more: Annotated[Optional[list[Path]], typer.Argument(help="more result files (after --results FILE)")] = None,
@@ -97,8 +117,9 @@ def refine_command(
     write_jsonl(out / "results.jsonl", records)
     console.print(summary_table(records, f"{len(records)} tests from {len(results)} input(s)"))
     console.print(f"results: {out / 'results.jsonl'}", markup=False)
-    for hook in REFINE_HOOKS:
-        hook(config or Path("."), records, out)
+    if config is not None:
+        for hook in REFINE_HOOKS:
+            hook(config, records, out, torch_root.resolve() if torch_root else None)
 
 
 def register(app: typer.Typer) -> None:
