@@ -164,7 +164,10 @@ def _kill_when_started(out: Path, nodeid_part: str, stop: threading.Event) -> No
             if events.name.endswith(".fault"):
                 continue
             for line in events.read_text(encoding="utf-8").splitlines():
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line still being written: read it on the next pass
                 if event.get("event") == "start" and nodeid_part in event["nodeid"]:
                     os.kill(event["pid"], signal.SIGKILL)
                     return
