@@ -7,8 +7,6 @@ can be reported as ``file:line:col`` (1-based), and everything that writes goes 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from testcurator.errors import ConfigError, Location, Problem
+from testcurator.files import atomic_write_text  # noqa: F401  (re-exported: the config's writers use it)
 
 
 def _round_trip() -> YAML:
@@ -83,18 +82,3 @@ def to_plain(node: Any) -> Any:
     if isinstance(node, str):
         return str(node)
     return node
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -15,14 +15,13 @@ start); ``evidence`` is what the classifier matched, kept whole.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from testcurator.errors import BadInputError, Location, Problem
+from testcurator.files import atomic_write_text
 
 OUTCOMES: tuple[str, ...] = (
     "passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout",
@@ -102,21 +101,6 @@ def read_jsonl(path: Path) -> list[TestRecord]:
                 raise BadInputError(str(problem)) from exc
             records.append(record_from_json(data, file=str(path), line=lineno))
     return records
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_jsonl(path: Path, records: Iterable[TestRecord]) -> None:
