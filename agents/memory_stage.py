@@ -22,14 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from testcurator.errors import ExecutionError
 from testcurator.memory.api import build
 from testcurator.memory.opmap import OpMap
+from testcurator.memory.static import QUIET_PLUGINS, collect_static, reference_env
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 
-# Third-party plugins that slow every pytest start and have nothing to do with us.
-QUIET_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
 CAPTURE_TIMEOUT = 120.0
 
 
@@ -37,17 +35,8 @@ def _pytest(ctx: RunContext, files: Sequence[str], extra: Sequence[str], log: Pa
     cmd = [sys.executable, "-m", "pytest", "-q", *QUIET_PLUGINS, *extra, *files]
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.run(cmd, cwd=ctx.torch_root, stdout=out, stderr=subprocess.STDOUT,
-                              env=_cpu_env(), check=False)
+                              env=reference_env(), check=False)
     return proc.returncode
-
-
-def _cpu_env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "cpu"  # the reference device, whatever the backend
-    env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"
-    return env
 
 
 def _content_key(ctx: RunContext, files: Sequence[str]) -> str:
@@ -64,12 +53,7 @@ def static_map(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
     out = store.path("static.jsonl")
     if out.exists():
         return out
-    tmp = store.path("static.jsonl.part")
-    rc = _pytest(ctx, files, ["--collect-only", f"--curate-capture-ops={tmp}"], store.path("static.log"))
-    if rc not in (0, 5) or not tmp.exists():
-        raise ExecutionError(f"collecting the kept files failed (exit {rc}); see {store.path('static.log')}")
-    tmp.replace(out)
-    return out
+    return collect_static(ctx.torch_root, files, out, store.path("static.log"))
 
 
 def captured_map(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path | None:

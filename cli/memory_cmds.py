@@ -34,6 +34,8 @@ def build_cmd(
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Discard the index and build from scratch.")] = False,
     jobs: Annotated[Optional[int], typer.Option(
         "--jobs", "-j", help="Parser processes (default: up to 4 when many files changed).")] = None,
+    collect: Annotated[bool, typer.Option(
+        "--collect", help="Also collect the files with pytest (no execution): exact instances and the static @ops map.")] = False,
     as_json: JsonOut = False,
 ) -> None:
     """Index test files (tree-sitter), summarise each test and embed it; incremental."""
@@ -49,10 +51,30 @@ def build_cmd(
 
         stats = build(torch_root, files, state_dir, progress=progress, embed=not no_embed, rebuild=rebuild,
                       jobs=jobs)
+    static = _collect_static(torch_root, files, state_dir) if collect else None
     if as_json:
-        typer.echo(json.dumps(_stats_json(stats), indent=2))
+        typer.echo(json.dumps({**_stats_json(stats), **({"static": static} if static else {})}, indent=2))
         return
     _print_stats(stats)
+    if static:
+        err.print(f"static op map: {static['records']} instances collected, {static['with_op']} of them @ops tests")
+
+
+def _collect_static(torch_root: Path, files: Optional[list[str]], state_dir: Optional[Path]) -> dict[str, int]:
+    """Collect-only with the capture plugin, then ingest the records into the op map."""
+    from testcurator.memory.builder import discover
+    from testcurator.memory.opmap import OpMap
+    from testcurator.memory.paths import resolve_state_dir
+    from testcurator.memory.static import collect_static
+
+    root = torch_root.resolve()
+    state = resolve_state_dir(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    rels = [rel for _, rel in discover(root, files)]
+    out = collect_static(root, rels, state / "static.jsonl", state / "static.log")
+    stats = OpMap(state).ingest(out)
+    with_op = sum(1 for line in out.read_text(encoding="utf-8").splitlines() if '"op": null' not in line and line.strip())
+    return {"records": stats.records, "with_op": with_op}
 
 
 def _stats_json(stats: BuildStats) -> dict[str, Any]:
@@ -108,6 +130,7 @@ def _test_json(t: StoredTest, mem: Memory) -> dict[str, Any]:
     data["class_bases"] = list(mem.class_bases(t.path, t.cls) or ()) if t.cls else None
     ops = mem.ops_for_test(t.generic)
     data["ops"] = None if ops is None else [dataclasses.asdict(o) for o in ops]
+    data["collected"] = mem.collected_instances(t.generic, t.path)
     return data
 
 
@@ -145,6 +168,8 @@ def _print_test(out: Console, rec: dict[str, Any]) -> None:
         line("instantiated", f"{inst['kind']} (line {inst['line']}){extra}")
     est = rec["instances_estimate"]
     line("instances/device", "unknown (not static)" if est is None else f"~{est} (estimate)")
+    for device, dtypes in (rec.get("collected") or {}).items():
+        line("collected", f"{len(dtypes)} instance(s) on {device} (dtypes: {', '.join(sorted(set(dtypes)))})")
     for deco in rec["decorators"]:
         line("decorator", deco)
     line("torch calls", ", ".join(rec["calls"]) or "-")

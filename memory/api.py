@@ -180,6 +180,13 @@ class Memory:
         target = self.require_test(name)[0]
         return self._hits(self._embedding_store().similar(target.content_hash, k))
 
+    def collected_instances(self, generic: str, path: str | None = None) -> dict[str, list[str]]:
+        """Exact instances per device from collection/capture records; {} before any."""
+        from testcurator.memory.opmap import OpMap
+
+        opmap = OpMap(self.state_dir)
+        return opmap.instances(generic, path) if opmap.exists() else {}
+
     def ops_for_test(self, generic: str) -> list[Any] | None:
         """Aten ops captured for ``generic`` (H3b's op map), or None if no op map was built."""
         from testcurator.memory.opmap import OPS_DB, OpMap

@@ -300,6 +300,19 @@ class OpMap:
         )
         return [OpUse(a, tuple(sorted(s.split(","))), n) for a, s, n in rows]
 
+    def instances(self, generic: str, path: str | None = None) -> dict[str, list[str]]:
+        """Collected instances of ``Class::test`` per device: ``{"cpu": ["float32", ...]}``
+        (dtype, or ``-`` for an instance without one); exact, from collection or capture."""
+        if not self.exists():
+            return {}
+        rows = self.conn.execute(
+            "SELECT DISTINCT node_id, device, dtype FROM records WHERE generic = ?", (generic,))
+        out: dict[str, list[str]] = {}
+        for node_id, device, dtype in rows:
+            if path is None or node_id.split("::", 1)[0] == path:
+                out.setdefault(device or "-", []).append(dtype or "-")
+        return {device: sorted(dtypes) for device, dtypes in sorted(out.items())}
+
     def counts(self) -> dict[str, int]:
         """Records per source, and distinct aten ops: for summaries."""
         out = {src: 0 for src in SOURCES}
