@@ -64,7 +64,7 @@ def select(spec: RunSpec) -> Selection:
         raise BadInputError("nothing to run: give --config or test paths")
     from testcurator.config.loader import load_config
 
-    loaded = load_config(spec.config, torch_root=spec.torch_root)
+    loaded = load_config(spec.config, torch_root=spec.torch_root.resolve() if spec.torch_root else None)
     present = [str(f.resolved_path) for f in loaded.files if f.resolved_path.exists()]
     missing = [str(f.resolved_path) for f in loaded.files if not f.resolved_path.exists()]
     if not present:
@@ -84,7 +84,7 @@ def build_env(spec: RunSpec) -> dict[str, str]:
         # instantiate_device_type_tests reads this at import: only the backend's classes.
         env.setdefault("PYTORCH_TESTING_DEVICE_ONLY_FOR", spec.device)
     if spec.torch_root is not None:
-        env.setdefault("TORCH_ROOT", str(spec.torch_root))
+        env.setdefault("TORCH_ROOT", str(spec.torch_root.resolve()))
     return env
 
 

@@ -112,7 +112,7 @@ def build_manifest(
         "started": _iso(started), "finished": _iso(finished), "wall_s": round(finished - started, 3),
         "config": str(spec.config) if spec.config else None,
         "config_hash": config_hash(spec.config),
-        "torch_root": str(spec.torch_root) if spec.torch_root else None,
+        "torch_root": str(spec.torch_root.resolve()) if spec.torch_root else None,
         "upstream": git_revision(spec.torch_root),
         "selection": list(selection.targets), "missing_files": list(selection.missing),
         "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries},
