@@ -1,9 +1,10 @@
 """Static index of PyTorch-style test files with tree-sitter: pure functions -> dataclasses.
 
 One parse per file yields classes (bases, decorators, own test functions), module-level
-tests, ``instantiate_*`` calls and module-level ``del``. :func:`collect_tests` then resolves
-inheritance and which classes pytest collects, so a test inherited from a base in the same
-file appears once per test class that inherits it, as ``Class::test``.
+tests, ``instantiate_*`` calls and module-level ``del``. Then
+:func:`~testcurator.memory.collect.collect_tests` resolves inheritance and which classes
+pytest collects, so a test inherited from a base in the same file appears once per test
+class that inherits it, as ``Class::test``.
 
 Content hash: sha256 over the dedented source of decorators + ``def`` with the function
 NAME replaced by ``_`` (and without line numbers, class name or trailing whitespace). So a
@@ -22,97 +23,26 @@ import textwrap
 import warnings
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
+# The data model and the collection step live in memory/collect.py; re-exported here, where
+# callers have always imported them.
+from testcurator.memory.collect import (
+    ClassInfo, Decorator, FileIndex, Instantiation, TestFunction, TestRecord, collect_tests, estimate_instances,
+)
+
+__all__ = [
+    "ClassInfo", "Decorator", "FileIndex", "Instantiation", "TestFunction", "TestRecord", "collect_tests",
+    "compile_error", "content_hash", "estimate_instances", "make_parser", "parse_source",
+]
+
 _DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
-# Bases (by last dotted part) that make a class a unittest TestCase for pytest.
-_TESTCASE_BASE_RE = re.compile(r"(TestCase|TestBase|Test)$")
 _INSTANTIATORS = {"instantiate_device_type_tests": "device", "instantiate_parametrized_tests": "parametrized"}
 _COMPOUND = {"if_statement", "try_statement", "with_statement", "elif_clause", "else_clause",
              "except_clause", "finally_clause", "block", "except_group_clause"}
-
-
-@dataclass(frozen=True)
-class Decorator:
-    name: str  # dotted callee as written: "ops", "unittest.skipIf"
-    args: tuple[str, ...] = ()  # positional argument sources ("*floating_types()" kept)
-    kwargs: tuple[tuple[str, str], ...] = ()
-    line: int = 0
-
-    @property
-    def short(self) -> str:
-        return self.name.rsplit(".", 1)[-1]
-
-    def text(self) -> str:
-        parts = list(self.args) + [f"{k}={v}" for k, v in self.kwargs]
-        return f"@{self.name}({', '.join(parts)})" if parts or self.args else f"@{self.name}"
-
-
-@dataclass(frozen=True)
-class TestFunction:
-    """One ``def test*`` as written in the source (before inheritance)."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    name: str
-    defined_in: str | None  # class whose body holds the def; None at module level
-    line_start: int  # 1-based, first decorator line
-    line_end: int
-    decorators: tuple[Decorator, ...]
-    calls: tuple[str, ...]  # torch symbols called, resolved through imports
-    methods: tuple[str, ...]  # method names called on non-self objects (x.add_ -> add_)
-    docstring: str | None
-    content_hash: str
-
-
-@dataclass(frozen=True)
-class ClassInfo:
-    name: str
-    line: int
-    bases: tuple[str, ...]
-    decorators: tuple[Decorator, ...]
-    tests: tuple[TestFunction, ...]
-
-
-@dataclass(frozen=True)
-class Instantiation:
-    cls: str
-    kind: str  # "device" | "parametrized"
-    line: int
-    only_for: tuple[str, ...] | None = None
-    except_for: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class TestRecord:
-    """One collected generic test: ``Class::test`` (or bare ``test`` at module level)."""
-
-    __test__ = False
-
-    cls: str | None
-    fn: TestFunction
-    device_generic: bool
-    parametrized: bool
-    instances_estimate: int | None  # per device (CPU's decorators); None = not static
-
-    @property
-    def generic(self) -> str:
-        return f"{self.cls}::{self.fn.name}" if self.cls else self.fn.name
-
-
-@dataclass(frozen=True)
-class FileIndex:
-    path: str
-    classes: tuple[ClassInfo, ...] = ()
-    module_tests: tuple[TestFunction, ...] = ()
-    instantiations: tuple[Instantiation, ...] = ()
-    deleted: frozenset[str] = frozenset()
-    tests: tuple[TestRecord, ...] = ()
-    error: str | None = None  # set when the file could not be indexed (then no tests)
-    warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
 @lru_cache(maxsize=1)
@@ -386,130 +316,3 @@ def parse_source(src: bytes, path: str, parser: Parser | None = None) -> FileInd
     index = FileIndex(path, tuple(classes.values()), tuple(module_tests.values()), tuple(insts),
                       frozenset(deleted), warnings=notes)
     return collect_tests(index)
-
-
-# -- which tests pytest will collect, and how many instances each yields -------------------
-
-
-def _mro(name: str, classes: dict[str, ClassInfo]) -> list[str]:
-    """In-file linearisation (depth-first, last occurrence wins: close to C3 for tests)."""
-    order: list[str] = []
-
-    def visit(n: str, seen: frozenset[str]) -> None:
-        order.append(n)
-        for base in classes[n].bases:
-            if base in classes and base not in seen:
-                visit(base, seen | {base})
-
-    visit(name, frozenset({name}))
-    out: list[str] = []
-    for i, n in enumerate(order):
-        if n not in order[i + 1 :]:
-            out.append(n)
-    return out
-
-
-def _is_test_class(name: str, mro: list[str], classes: dict[str, ClassInfo]) -> bool:
-    # pytest collects TestCase subclasses whatever their name, and plain "Test*" classes.
-    if name.startswith("Test"):
-        return True
-    for klass in mro:
-        for base in classes[klass].bases:
-            if base not in classes and _TESTCASE_BASE_RE.search(base.rsplit(".", 1)[-1]):
-                return True
-    return False
-
-
-def collect_tests(index: FileIndex) -> FileIndex:
-    """The generic tests of a parsed file, one per (collected class, test name)."""
-    classes = {c.name: c for c in index.classes}
-    kinds: dict[str, set[str]] = {}
-    for inst in index.instantiations:
-        kinds.setdefault(inst.cls, set()).add(inst.kind)
-    records: list[TestRecord] = []
-    for cls in index.classes:
-        mro = _mro(cls.name, classes)
-        device = "device" in kinds.get(cls.name, ())
-        if not device and (cls.name in index.deleted or not _is_test_class(cls.name, mro, classes)):
-            continue
-        tests: dict[str, TestFunction] = {}
-        for klass in reversed(mro):
-            for fn in classes[klass].tests:
-                tests[fn.name] = fn
-        for fn in tests.values():
-            # instantiate_* expands a class's own tests (its __dict__); subclasses inherit the
-            # expanded ones, so what counts is where the test is defined.
-            own_device = device and fn.defined_in == cls.name
-            param = own_device or "parametrized" in kinds.get(fn.defined_in or "", ())
-            records.append(TestRecord(cls.name, fn, own_device, param,
-                                      estimate_instances(fn.decorators, own_device, param)))
-    for fn in index.module_tests:
-        pytest_param = any(d.name.endswith("mark.parametrize") for d in fn.decorators)
-        records.append(TestRecord(None, fn, False, pytest_param,
-                                  estimate_instances(fn.decorators, False, pytest_param)))
-    return replace(index, tests=tuple(records))
-
-
-def _literal_len(text: str) -> int | None:
-    """Number of values in a literal list/tuple/range/product expression, else None."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    return _node_len(node)
-
-
-def _node_len(node: ast.expr) -> int | None:
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return None if any(isinstance(e, ast.Starred) for e in node.elts) else len(node.elts)
-    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
-        fname = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
-        if fname == "range" and not node.keywords:
-            try:
-                return len(range(*(ast.literal_eval(a) for a in node.args)))
-            except (ValueError, TypeError):
-                return None
-        if fname == "product" and not node.keywords:
-            total = 1
-            for arg in node.args:
-                n = _node_len(arg)
-                if n is None:
-                    return None
-                total *= n
-            return total
-    return None
-
-
-def _param_values(deco: Decorator) -> str | None:
-    kw = dict(deco.kwargs)
-    if len(deco.args) > 1:
-        return deco.args[1]
-    return kw.get("arg_values", kw.get("argvalues"))
-
-
-def estimate_instances(decos: tuple[Decorator, ...], device: bool, parametrized: bool) -> int | None:
-    """Instances per device, from CPU's point of view; None when not statically knowable."""
-    total = 1
-    if device:
-        if any(d.short in ("ops", "modules") for d in decos):
-            return None  # depends on op_db / module_db at import time
-        by_name = {d.short: d for d in decos}
-        dtypes = by_name.get("dtypesIfCPU") or by_name.get("dtypes")
-        if dtypes is not None and (dtypes.args or dtypes.kwargs):
-            if dtypes.kwargs:
-                return None
-            # @dtypes(*product((a, b), (c,))) is upstream's way to pass dtype tuples.
-            counts = [_literal_len(a[1:]) if a.startswith("*") else 1 for a in dtypes.args]
-            if None in counts:
-                return None
-            total *= sum(c for c in counts if c is not None)
-    if parametrized:
-        for deco in decos:
-            if deco.short not in ("parametrize", "parametrize_test"):
-                continue
-            values = _param_values(deco)
-            count = _literal_len(values) if values is not None else None
-            if count is None:
-                return None
-            total *= count
-    return total

@@ -1,0 +1,226 @@
+"""The offline brain's stage 4, refine: what execution records say about a test's
+previous decision, tabled in agents/offline.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest, op_matches
+from testcurator.agents.decision import Decision
+from testcurator.agents.offline_bucket import decide_bucket
+from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
+from testcurator.config.schema import Mode
+
+
+_FAIL = frozenset({"failed", "error", "timeout", "crashed", "xfailed"})
+_PASS = frozenset({"passed", "xpassed"})
+_NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
+_HARD = frozenset({"crash", "timeout"})
+MAX_EVIDENCE = 8
+
+
+@dataclass(frozen=True)
+class Variant:
+    rec: ExecutionRecord
+    status: str  # passed | failed | flaky (last attempt passed) | intermittent | skipped | infra
+
+    @property
+    def hard(self) -> bool:
+        return self.rec.failure_class in _HARD or any(o in ("crashed", "timeout") for o in self.rec.outcomes)
+
+    def cls(self) -> str:
+        return self.rec.failure_class or "unknown"
+
+    def line(self) -> str:
+        head = f"{self.rec.variant}: {'/'.join(self.rec.outcomes)}"
+        return head if self.status in ("passed", "skipped") else f"{head} [{self.cls()}] {quote(self.rec.message, 120)}"
+
+    def verb(self) -> str:
+        if not self.hard:
+            return "failed on every attempt"
+        return "timed out" if self.cls() == "timeout" or "timeout" in self.rec.outcomes else "crashed"
+
+    def why(self) -> str:
+        return f"{self.cls()} ({quote(self.rec.message) if self.rec.message else 'no message'})"
+
+
+def _variant(rec: ExecutionRecord) -> Variant:
+    outs = [o for o in rec.outcomes if o in _FAIL or o in _PASS]  # skipped and unknown outcomes say nothing
+    if not outs:
+        return Variant(rec, "skipped")
+    if all(o in _PASS for o in outs):
+        return Variant(rec, "passed")
+    if rec.failure_class in _NOT_EVIDENCE and outs[-1] in _FAIL:
+        return Variant(rec, "infra")
+    if all(o in _FAIL for o in outs):
+        return Variant(rec, "failed")
+    return Variant(rec, "flaky" if outs[-1] in _PASS else "intermittent")
+
+
+def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str], set[str], list[Variant]]:
+    """(dtypes, ops) that every variant having them failed, and the failures they leave
+    unexplained. The failure class picks the dimension tried first."""
+    dtypes: set[str] = set()
+    ops: set[str] = set()
+    left = []
+    for v in failing:
+        order = ("op", "dtype") if v.rec.failure_class == "unsupported_op" else ("dtype", "op")
+        for dim in order:
+            value = getattr(v.rec, dim)
+            if value and all(u.status == "failed" for u in usable if getattr(u.rec, dim) == value):
+                (ops if dim == "op" else dtypes).add(value)
+                break
+        else:
+            left.append(v)
+    return dtypes, ops, left
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What execution showed, shared by the refine rules."""
+
+    prev: Decision
+    usable: list[Variant]
+    infra: list[Variant]
+    dtypes: set[str]
+    ops: set[str]
+    unexplained: list[Variant]
+    remaining: list[Variant]
+
+    def exclusion_clause(self) -> str:
+        if not (self.dtypes or self.ops):
+            return ""
+        culprit = next(v for v in self.usable
+                       if v.status == "failed" and (v.rec.dtype in self.dtypes or v.rec.op in self.ops))
+        what = " and ".join(x for x in (f"dtypes {', '.join(sorted(self.dtypes))}" * bool(self.dtypes),
+                                        f"ops {', '.join(sorted(self.ops))}" * bool(self.ops)) if x)
+        return f", with {what} excluded ({culprit.rec.variant} {culprit.verb()} with {culprit.why()})"
+
+    def evidence(self) -> tuple[str, ...]:
+        shown = sorted(self.usable + self.infra, key=lambda v: (v.status == "passed", v.rec.variant))
+        lines = [v.line() for v in shown[:MAX_EVIDENCE]]
+        if len(shown) > MAX_EVIDENCE:
+            lines.append(f"... {len(shown) - MAX_EVIDENCE} more variants")
+        return tuple(lines)
+
+    def make(self, mode: Mode, reason: str, *, needs_review: bool = False, missing: Sequence[str] = ()) -> Decision:
+        if self.infra:
+            reason = f"{reason[:-1]}; {len(self.infra)} variant(s) lost to infrastructure errors."
+            needs_review, missing = True, (*missing, "a rerun free of infrastructure errors")
+        # A skip runs nothing, so it carries no edits.
+        dtypes = [*self.prev.exclude_dtypes, *self.dtypes] if mode != "skip" else []
+        ops = [*self.prev.exclude_ops, *self.ops] if mode != "skip" else []
+        return decision(self.prev.test, mode, reason, self.evidence(), needs_review=needs_review, missing=missing,
+                        exclude_dtypes=dtypes, exclude_ops=ops)
+
+
+def _failure_rules(o: Outcome) -> Decision | None:
+    if not o.unexplained:
+        return None
+    hard = [v for v in o.unexplained if v.hard]
+    if hard:  # rule crash
+        return o.make("skip", f"Skip: {hard[0].rec.variant} {hard[0].verb()} ({quote(hard[0].rec.message)}), and a "
+                      "crash or hang takes down the worker running the shard.")
+    first = o.unexplained[0]
+    if all(v.status == "failed" for v in o.remaining):  # rule consistent_failure
+        return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}, so "
+                      f"an unexpected pass will signal promotion{o.exclusion_clause()}.")
+    passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
+    return o.make("xfail", f"Xfail: {len(o.unexplained)} variant(s) fail beside {len(passing)} passing one(s) and no "
+                  f"dtype or op separates them ({first.rec.variant}: {first.why()}).", needs_review=True,
+                  missing=("which variants fail, as a dtype or op split",))
+
+
+def _pass_rules(o: Outcome) -> Decision:
+    mode, n = o.prev.mode, len(o.remaining)
+    shaky = [v for v in o.remaining if v.status == "intermittent"]
+    if shaky:  # rule intermittent
+        v = shaky[0]
+        return o.make("xfail", f"Xfail: {v.rec.variant} failed on its last attempt after passing "
+                      f"({'/'.join(v.rec.outcomes)}, {v.why()}), so the result is not deterministic"
+                      f"{o.exclusion_clause()}.",
+                      needs_review=True, missing=("stable results over more runs",))
+    flaky = [v for v in o.remaining if v.status == "flaky"]
+    if flaky:
+        v = flaky[0]
+        return o.make(mode if mode != "xfail_strict" else "mandatory_success",
+                      f"{MODE_WORD[mode if mode != 'xfail_strict' else 'mandatory_success']} kept though flaky: "
+                      f"{v.rec.variant} passed only on retry ({'/'.join(v.rec.outcomes)}, {v.why()})"
+                      f"{o.exclusion_clause()}.", needs_review=True, missing=("stable results over more runs",))
+    if mode == "xfail_strict":
+        return o.make("mandatory_success", f"Mandatory success (promoted from xfail_strict): all {n} variant(s) passed "
+                      f"on every attempt{o.exclusion_clause()}.")
+    if mode == "xfail":
+        return o.make("xfail", f"Xfail kept: all {n} variant(s) passed on every attempt, so promotion is proposed"
+                      f"{o.exclusion_clause()}.", needs_review=True,
+                      missing=("promotion proposed: passes consistently",))
+    return o.make("mandatory_success", f"Mandatory success confirmed on the device: all {n} variant(s) passed on every "
+                  f"attempt{o.exclusion_clause()}.")
+
+
+def _blockers(record: Decision, req: RefineRequest, backend: BackendContext) -> list[str]:
+    """Why ``record`` may not be mandatory_success on this backend (the capability rails)."""
+    if record.mode != "mandatory_success":
+        return []
+    base = req.request
+    blockers = sorted({op for op in base.aten_ops if backend.op_unsupported(op)})
+    ops = [op for op in base.ops if not any(op_matches(op, x) for x in record.exclude_ops)]
+    if base.ops and all(backend.op_unsupported(op) for op in ops):
+        blockers.append(f"only unsupported ops ({names(base.ops)})")
+    dtypes = [x for x in base.dtypes if x not in record.exclude_dtypes]
+    if base.dtypes and all(backend.dtype_unsupported(x) for x in dtypes):
+        blockers.append(f"only unsupported dtypes ({', '.join(base.dtypes)})")
+    return blockers
+
+
+def _capability_guard(record: Decision, req: RefineRequest, backend: BackendContext) -> Decision:
+    """A mandatory result must also pass the capability rails: execution and the declared
+    gaps disagree when it does not, which a reviewer must settle."""
+    blockers = _blockers(record, req, backend)
+    if not blockers:
+        return record
+    return replace(record, mode="xfail", needs_review=True,
+                   missing=(*record.missing, "check the backend's declared gaps"),
+                   reason=f"Xfail: execution passed, but the backend declares {names(blockers)} unsupported, so the "
+                   "declaration or the op map is stale.")
+
+
+def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[Wish]) -> Decision:
+    prev = req.previous
+    if prev is None or _blockers(prev, req, backend):  # none, or made before a gap became known: re-bucket
+        prev = decide_bucket(req.request, backend, wishes)
+    if not req.executions:  # rule no_records
+        return prev
+    variants = [_variant(r) for r in req.executions]
+    usable = [v for v in variants if v.status not in ("skipped", "infra")]
+    infra = [v for v in variants if v.status == "infra"]
+    if not usable:
+        if infra:  # rule infrastructure
+            return decision(prev.test, prev.mode, f"{MODE_WORD[prev.mode]} kept: {infra[0].rec.variant} hit an "
+                            f"infrastructure error ({quote(infra[0].rec.message)}), which says nothing about the test.",
+                            (v.line() for v in infra[:MAX_EVIDENCE]), needs_review=True,
+                            missing=("a rerun free of infrastructure errors",), exclude_dtypes=prev.exclude_dtypes,
+                            exclude_ops=prev.exclude_ops)
+        if prev.mode == "skip":
+            return prev
+        skipped = variants[0].rec  # rule skipped
+        return decision(prev.test, "skip", f"Skip: every variant was skipped on the device by the test itself "
+                        f"({quote(skipped.message) if skipped.message else 'no reason given'}).",
+                        (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE]))
+    failing = [v for v in usable if v.status == "failed"]
+    dtypes, ops, unexplained = _attribute(failing, usable)
+    remaining = [v for v in usable if v.rec.dtype not in dtypes and v.rec.op not in ops]
+    if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
+        dtypes, ops, unexplained, remaining = set(), set(), failing, usable
+    o = Outcome(prev, usable, infra, dtypes, ops, unexplained, remaining)
+    if prev.mode == "skip":  # rule previous skip: execution only proposes
+        if failing or any(v.status != "passed" for v in usable):
+            return prev
+        return decision(prev.test, "skip", f"Skip kept: all {len(usable)} variant(s) passed on the device, so "
+                        f"promotion is proposed against the earlier reason: {prev.reason}", o.evidence(),
+                        needs_review=True,
+                        missing=("promotion proposed: passes on the device",))
+    record = _failure_rules(o) or _pass_rules(o)
+    return _capability_guard(record, req, backend)
