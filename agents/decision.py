@@ -23,7 +23,7 @@ class Decision:
 
     ``brain`` names who decided (``offline``, ``llm``, or ``llm->offline`` when the LLM's
     answer failed the rails and the offline brain decided). ``exclude_dtypes`` /
-    ``exclude_ops`` become the config entry's ``edits`` (an unsupported dtype costs one
+    ``exclude_ops`` / ``exclude_modules`` become the config entry's ``edits`` (an unsupported dtype costs one
     dtype, not the whole test). ``needs_review`` marks cases the evidence cannot settle;
     ``missing`` says what would settle them.
     """
@@ -38,9 +38,10 @@ class Decision:
     missing: tuple[str, ...] = ()
     exclude_dtypes: tuple[str, ...] = ()
     exclude_ops: tuple[str, ...] = ()
+    exclude_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _tuplify(self, ("evidence", "missing", "exclude_dtypes", "exclude_ops"))
+        _tuplify(self, ("evidence", "missing", "exclude_dtypes", "exclude_ops", "exclude_modules"))
 
 
 @dataclass(frozen=True)

@@ -67,10 +67,11 @@ infrastructure        only infrastructure failures -> previous mode, needs_revie
 skipped               every variant skipped by the test itself -> skip (unless already skip)
 previous_skip         a skip stays skip; if every variant passed: needs_review, "promotion
                       proposed: passes on the device"
-exclusions            variants failing on every attempt whose dtype (or op) fails in every
-                      variant that has it -> exclude_dtypes/exclude_ops (the class picks the
-                      dimension first: unsupported_op -> op, others -> dtype; none when
-                      nothing would be left to run); then:
+exclusions            variants failing on every attempt whose dtype (or op, or module) fails
+                      in every variant that has it -> exclude_dtypes/exclude_ops/
+                      exclude_modules (the class picks the dimension first: unsupported_op ->
+                      op, others -> dtype, module last; none when nothing would be left to
+                      run); then:
 crash                 an unexcludable crash or timeout -> skip (it takes down the worker)
 consistent_failure    every remaining variant fails -> xfail_strict (class + evidence line)
 partial_failure       unexcludable failures beside passes -> xfail, needs_review

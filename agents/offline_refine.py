@@ -59,22 +59,21 @@ def _variant(rec: ExecutionRecord) -> Variant:
     return Variant(rec, "flaky" if outs[-1] in _PASS else "intermittent")
 
 
-def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str], set[str], list[Variant]]:
-    """(dtypes, ops) that every variant having them failed, and the failures they leave
-    unexplained. The failure class picks the dimension tried first."""
-    dtypes: set[str] = set()
-    ops: set[str] = set()
+def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str], set[str], set[str], list[Variant]]:
+    """(dtypes, ops, modules) that every variant having them failed, and the failures they
+    leave unexplained. The failure class picks the dimension tried first."""
+    found: dict[str, set[str]] = {"dtype": set(), "op": set(), "module": set()}
     left = []
     for v in failing:
-        order = ("op", "dtype") if v.rec.failure_class == "unsupported_op" else ("dtype", "op")
+        order = ("op", "dtype", "module") if v.rec.failure_class == "unsupported_op" else ("dtype", "op", "module")
         for dim in order:
             value = getattr(v.rec, dim)
             if value and all(u.status == "failed" for u in usable if getattr(u.rec, dim) == value):
-                (ops if dim == "op" else dtypes).add(value)
+                found[dim].add(value)
                 break
         else:
             left.append(v)
-    return dtypes, ops, left
+    return found["dtype"], found["op"], found["module"], left
 
 
 @dataclass(frozen=True)
@@ -86,17 +85,21 @@ class Outcome:
     infra: list[Variant]
     dtypes: set[str]
     ops: set[str]
+    modules: set[str]
     unexplained: list[Variant]
     remaining: list[Variant]
 
     def exclusion_clause(self) -> str:
-        if not (self.dtypes or self.ops):
+        if not (self.dtypes or self.ops or self.modules):
             return ""
-        culprit = next(v for v in self.usable
-                       if v.status == "failed" and (v.rec.dtype in self.dtypes or v.rec.op in self.ops))
+        culprit = next(v for v in self.usable if v.status == "failed" and self.explains(v))
         what = " and ".join(x for x in (f"dtypes {', '.join(sorted(self.dtypes))}" * bool(self.dtypes),
-                                        f"ops {', '.join(sorted(self.ops))}" * bool(self.ops)) if x)
+                                        f"ops {', '.join(sorted(self.ops))}" * bool(self.ops),
+                                        f"modules {', '.join(sorted(self.modules))}" * bool(self.modules)) if x)
         return f", with {what} excluded ({culprit.rec.variant} {culprit.verb()} with {culprit.why()})"
+
+    def explains(self, v: Variant) -> bool:
+        return v.rec.dtype in self.dtypes or v.rec.op in self.ops or v.rec.module in self.modules
 
     def evidence(self) -> tuple[str, ...]:
         shown = sorted(self.usable + self.infra, key=lambda v: (v.status == "passed", v.rec.variant))
@@ -112,8 +115,9 @@ class Outcome:
         # A skip runs nothing, so it carries no edits.
         dtypes = [*self.prev.exclude_dtypes, *self.dtypes] if mode != "skip" else []
         ops = [*self.prev.exclude_ops, *self.ops] if mode != "skip" else []
+        modules = [*self.prev.exclude_modules, *self.modules] if mode != "skip" else []
         return decision(self.prev.test, mode, reason, self.evidence(), needs_review=needs_review, missing=missing,
-                        exclude_dtypes=dtypes, exclude_ops=ops)
+                        exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules)
 
 
 def _failure_rules(o: Outcome) -> Decision | None:
@@ -129,8 +133,8 @@ def _failure_rules(o: Outcome) -> Decision | None:
                       f"an unexpected pass will signal promotion{o.exclusion_clause()}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
     return o.make("xfail", f"Xfail: {len(o.unexplained)} variant(s) fail beside {len(passing)} passing one(s) and no "
-                  f"dtype or op separates them ({first.rec.variant}: {first.why()}).", needs_review=True,
-                  missing=("which variants fail, as a dtype or op split",))
+                  f"dtype, op or module separates them ({first.rec.variant}: {first.why()}).", needs_review=True,
+                  missing=("which variants fail, as a dtype, op or module split",))
 
 
 def _pass_rules(o: Outcome) -> Decision:
@@ -202,7 +206,7 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                             f"infrastructure error ({quote(infra[0].rec.message)}), which says nothing about the test.",
                             (v.line() for v in infra[:MAX_EVIDENCE]), needs_review=True,
                             missing=("a rerun free of infrastructure errors",), exclude_dtypes=prev.exclude_dtypes,
-                            exclude_ops=prev.exclude_ops)
+                            exclude_ops=prev.exclude_ops, exclude_modules=prev.exclude_modules)
         if prev.mode == "skip":
             return prev
         skipped = variants[0].rec  # rule skipped
@@ -210,11 +214,11 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                         f"({quote(skipped.message) if skipped.message else 'no reason given'}).",
                         (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE]))
     failing = [v for v in usable if v.status == "failed"]
-    dtypes, ops, unexplained = _attribute(failing, usable)
-    remaining = [v for v in usable if v.rec.dtype not in dtypes and v.rec.op not in ops]
+    dtypes, ops, modules, unexplained = _attribute(failing, usable)
+    remaining = [v for v in usable if v.rec.dtype not in dtypes and v.rec.op not in ops and v.rec.module not in modules]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
-        dtypes, ops, unexplained, remaining = set(), set(), failing, usable
-    o = Outcome(prev, usable, infra, dtypes, ops, unexplained, remaining)
+        dtypes, ops, modules, unexplained, remaining = set(), set(), set(), failing, usable
+    o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining)
     if prev.mode == "skip":  # rule previous skip: execution only proposes
         if failing or any(v.status != "passed" for v in usable):
             return prev

@@ -168,10 +168,11 @@ def names(items: Iterable[str], limit: int = 6) -> str:
 
 def decision(test: str, mode: Mode, reason: str, evidence: Iterable[str], *, needs_review: bool = False,
              missing: Iterable[str] = (), exclude_dtypes: Iterable[str] = (),
-             exclude_ops: Iterable[str] = ()) -> Decision:
+             exclude_ops: Iterable[str] = (), exclude_modules: Iterable[str] = ()) -> Decision:
     return Decision(test=test, mode=mode, reason=reason, evidence=tuple(evidence), brain=BRAIN,
                     prompt_hash=RULES_HASH, needs_review=needs_review, missing=tuple(missing),
-                    exclude_dtypes=tuple(sorted(set(exclude_dtypes))), exclude_ops=tuple(sorted(set(exclude_ops))))
+                    exclude_dtypes=tuple(sorted(set(exclude_dtypes))), exclude_ops=tuple(sorted(set(exclude_ops))),
+                    exclude_modules=tuple(sorted(set(exclude_modules))))
 
 
 def file_decision(path: str, keep: bool, reason: str, evidence: Iterable[str], *, needs_review: bool = False,

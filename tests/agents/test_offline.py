@@ -273,7 +273,7 @@ REFINE_CASES = [
      False, (), "bfloat16 excluded (test_compare_cpu_add_curatedev_bfloat16 failed on every attempt with "
      "numerical_mismatch (`AssertionError: Tensor-likes are not close!`)"),
     (OPS_TEST, "mandatory_success", (P_F32, F_MUL_OP, F_BF16, P_BF16_MUL), "xfail", (), (), True,
-     ("which variants fail, as a dtype or op split",), "no dtype or op separates them"),
+     ("which variants fail, as a dtype, op or module split",), "no dtype, op or module separates them"),
     (OPS_TEST, "mandatory_success", (P_F32, F_MUL_OP, rec("x_mul_bf16", "failed", dtype="bfloat16", op="mul",
                                                            cls="unsupported_op", msg=MSG_OP)),
      "mandatory_success", (), ("mul",), False, (), "ops mul excluded"),
@@ -402,3 +402,24 @@ def test_same_inputs_same_records_in_any_order() -> None:
     assert to_json(brain().refine(requests, c)) == to_json(brain().refine(requests, c))
     scope = [ScopeRequest(case[1], case[2], case[3], case[4]) for case in SCOPE_CASES]  # type: ignore[arg-type]
     assert brain().scope(scope, c) == brain().scope(scope, c)
+
+
+def test_refine_excludes_a_failing_module_and_keeps_the_rest() -> None:
+    """@modules tests: a module whose every variant fails is excluded, like a dtype or op."""
+    from testcurator.agents.brain import BackendContext, BrainContext, BucketRequest, ExecutionRecord, RefineRequest
+    from testcurator.agents.decision import Decision
+    from testcurator.agents.offline import OfflineBrain
+
+    def rec(module: str, outcome: str) -> ExecutionRecord:
+        return ExecutionRecord(f"t.py::TestModuleDEV::test_sd_{module}_dev_float32", (outcome, outcome), "float32",
+                               None, module, "unknown" if outcome == "failed" else None,
+                               "RuntimeError: Attempted to set the storage" if outcome == "failed" else "")
+
+    prev = Decision("TestModule::test_sd", "mandatory_success", "no blocker", (), "offline", None)
+    request = RefineRequest(BucketRequest("TestModule::test_sd", "t.py", "h"), prev,
+                            (rec("nn.LayerNorm", "failed"), rec("nn.Linear", "passed")))
+    ctx = BrainContext(BackendContext(name="dev", device="dev"), frozenset({"TestModule::test_sd"}), Path("."))
+    decision = OfflineBrain().refine([request], ctx)[0]
+    assert decision.mode == "mandatory_success"
+    assert decision.exclude_modules == ("nn.LayerNorm",)
+    assert "modules nn.LayerNorm excluded" in decision.reason
