@@ -192,7 +192,8 @@ class LLMBrain:
         try:
             answer = self.client.call(prompt, variables, stage.answer, content)
         except (LLMAnswerError, LLMTransportError) as exc:
-            return {}, {stage.key(r): [self._failure(exc)] for r in batch}, False
+            why = self._failure(exc)  # one failed call is one error, however many tests it carried
+            return {}, {stage.key(r): [why] for r in batch}, False
         accepted, problems = self._screen(stage, prompt, answer, batch, ctx, set())
         if len(accepted) < len(batch):
             self.usage.reasks += 1
@@ -201,15 +202,20 @@ class LLMBrain:
             try:
                 retry = self.client.call(prompt, variables, stage.answer, content, correction)
             except (LLMAnswerError, LLMTransportError) as exc:
-                return accepted, {stage.key(r): [self._failure(exc)] for r in todo}, False
+                why = self._failure(exc)
+                return accepted, {stage.key(r): [why] for r in todo}, False
             again, problems = self._screen(stage, prompt, retry, todo, ctx, set(accepted))
             accepted.update(again)
         self._transport_errors = 0
         refused: dict[str, list[str]] = {}
+        keys = {stage.key(r) for r in batch}
+        # Violations about names outside the batch (an invented test, a path outside the
+        # tree) explain why the real requests got no decision: name them in the reason.
+        stray = [f"no decision; the answer had instead: rail {v.rule}: {v.message}" for v in problems if v.subject not in keys]
         for request in batch:
             key = stage.key(request)
             if key not in accepted:
-                refused[key] = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key] or ["no decision"]
+                refused[key] = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key] or stray or ["no decision"]
         return accepted, refused, True
 
     def _failure(self, exc: LLMAnswerError | LLMTransportError) -> str:

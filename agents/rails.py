@@ -103,6 +103,7 @@ def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailVio
         r for r in request.executions
         if r.dtype not in decision.exclude_dtypes
         and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
+        and not (r.module and r.module in decision.exclude_modules)
         and r.failure_class not in _NOT_EVIDENCE
     ]
     if decision.mode == "mandatory_success":

@@ -119,8 +119,11 @@ class _Pass:
         with log.open("w", encoding="utf-8") as out:
             out.write(" ".join(argv) + "\n")
             out.flush()
+            _reap_orphans(self.work)
             proc = subprocess.Popen(argv, cwd=self.spec.cwd, env=self.env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
+            pidfile = self.work / f"pytest-{proc.pid}.pid"
+            pidfile.write_text(str(proc.pid))
             try:
                 while proc.poll() is None:
                     time.sleep(POLL_S)
@@ -128,6 +131,7 @@ class _Pass:
             except BaseException:
                 _stop(proc)
                 raise
+        pidfile.unlink(missing_ok=True)
         self._drain(tail, fold)
         inv = Invocation(f"{self.label}-{round_no}", tuple(argv), proc.returncode, time.monotonic() - started, log)
         self.invocations.append(inv)
@@ -139,6 +143,24 @@ class _Pass:
             fold.feed(source, event)
         if events:
             self._report(fold)
+
+
+def _reap_orphans(work: Path) -> None:
+    """Kill pytest sessions a killed earlier runner left behind in this work folder.
+
+    Each pytest runs in its own session (so a crash or a timeout kill takes its workers
+    with it); when the runner itself is SIGKILLed, that session lives on and would keep
+    writing here while a resumed run starts the same stage again.
+    """
+    import os
+    import signal
+
+    for pidfile in work.glob("pytest-*.pid"):
+        try:
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, ValueError):
+            pass  # already gone
+        pidfile.unlink(missing_ok=True)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -168,7 +168,8 @@ def _kill_when_started(out: Path, nodeid_part: str, stop: threading.Event) -> No
                     event = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line still being written: read it on the next pass
-                if event.get("event") == "start" and nodeid_part in event["nodeid"]:
+                # The test name, not a substring: "test_slow.py::test_quick" contains "test_slow".
+                if event.get("event") == "start" and event["nodeid"].endswith(f"::{nodeid_part}"):
                     os.kill(event["pid"], signal.SIGKILL)
                     return
         time.sleep(0.05)
