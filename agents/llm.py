@@ -211,11 +211,12 @@ class LLMBrain:
         keys = {stage.key(r) for r in batch}
         # Violations about names outside the batch (an invented test, a path outside the
         # tree) explain why the real requests got no decision: name them in the reason.
-        stray = [f"no decision; the answer had instead: rail {v.rule}: {v.message}" for v in problems if v.subject not in keys]
+        stray = [f"the answer had instead: rail {v.rule} for {v.subject!r}: {v.message}" for v in problems if v.subject not in keys]
         for request in batch:
             key = stage.key(request)
             if key not in accepted:
-                refused[key] = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key] or stray or ["no decision"]
+                own = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key]
+                refused[key] = (own + stray) or ["no decision"]
         return accepted, refused, True
 
     def _failure(self, exc: LLMAnswerError | LLMTransportError) -> str:

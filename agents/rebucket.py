@@ -45,16 +45,9 @@ def _previous(file: ResolvedFile, test: str) -> tuple[Decision, ResolvedEntry | 
     edits = entry.edits
     dtypes = tuple(d.name for d in edits.dtypes.exclude) if edits and edits.dtypes else ()
     ops = tuple(o.name for o in edits.ops.exclude) if edits and edits.ops else ()
-    return Decision(test, entry.mode, entry.reason or "", (), "config", None, exclude_dtypes=dtypes, exclude_ops=ops), entry
-
-
-def _spec(decision: Decision, entry: ResolvedEntry | None) -> EntrySpec:
-    spec = entry_for(decision)
-    if entry is None or entry.edits is None or entry.edits.modules is None:
-        return spec
-    edits = dict(spec.edits or {})  # module exclusions are not the brain's to drop
-    edits["modules"] = entry.edits.modules.model_dump(exclude_defaults=True)
-    return EntrySpec(spec.names, spec.mode, spec.reason, edits)
+    modules = tuple(m.name for m in edits.modules.exclude) if edits and edits.modules else ()
+    return Decision(test, entry.mode, entry.reason or "", (), "config", None, exclude_dtypes=dtypes, exclude_ops=ops,
+                    exclude_modules=modules), entry
 
 
 def rebucket(config_path: Path, records: Sequence[TestRecord], brain: Brain, backend: BackendContext,
@@ -79,7 +72,7 @@ def rebucket(config_path: Path, records: Sequence[TestRecord], brain: Brain, bac
         request = RefineRequest(BucketRequest(generic, file.raw_path, ""), previous,
                                 tuple(execution_record(r) for r in sorted(recs, key=lambda r: r.nodeid)))
         decision = brain.refine([request], ctx)[0]
-        spec = _spec(decision, entry)
+        spec = entry_for(decision)
         before = fingerprint(previous.mode, None, entry.edits if entry else None)
         if fingerprint(spec.mode, None, spec.edits) == before:
             result.unchanged += 1

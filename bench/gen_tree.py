@@ -53,7 +53,7 @@ def _body(rng: random.Random, uid: int, device: bool) -> list[str]:
             f"y = F.relu(x).{op2}() if x.numel() else x",
             f"self.assertEqual(torch.{op}(x).shape, x.shape)",
             f"for i in range({rng.randint(1, 4)}):\n            x = x.clone().{op2}() if i else x",
-            f"z = torch.zeros_like(x); self.assertTrue((z == 0).all())",
+            "z = torch.zeros_like(x); self.assertTrue((z == 0).all())",
         ]))
     return lines
 

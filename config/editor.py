@@ -215,6 +215,16 @@ class ConfigEditor:
         if tests.fa.flow_style():
             raise BadInputError(f"{self.path}: cannot edit a flow-style tests list of {raw_path}; write it in block style")
         self._splice(lines, self._entry_splices(lines, tests, list(specs), set(drop)))
+        self._empty_list_if_bare(raw_path)
+
+    def _empty_list_if_bare(self, raw_path: str) -> None:
+        # Dropping every entry leaves a bare "tests:" (null, which the schema rejects).
+        fmap = self._files(self._tree())[self.file_index(raw_path) or 0]
+        if "tests" in fmap and fmap.get("tests") is None:
+            lines = self.text.splitlines()
+            line = fmap.lc.key("tests")[0]
+            lines[line] = lines[line].rstrip() + " []"
+            self.text = "\n".join(lines) + "\n"
 
     def _entry_splices(self, lines: list[str], tests: CommentedSeq, specs: list[EntrySpec],
                        drop: set[str]) -> list[tuple[int, int, list[str]]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,11 +34,29 @@ class RunContext:
     workers: int = 1
     timeout: float = 300.0
     retries: int = 1
+    # Delta mode (testcurator upgrade): only these ``file::generic`` tests are bucketed, run,
+    # refined and emitted; every other entry of the configs is left as it is. None: all tests.
+    only_tests: frozenset[str] | None = None
     say: Say = field(default=_quiet, compare=False)
 
     @property
     def configs_dir(self) -> Path:
         return self.out_dir / "configs"
+
+    @property
+    def delta(self) -> bool:
+        return self.only_tests is not None
+
+    def selected(self, rel: str, generic: str) -> bool:
+        """Whether test ``rel::generic`` is (re-)evaluated by this run."""
+        return self.only_tests is None or f"{rel}::{generic}" in self.only_tests
+
+    def run_files(self, files: Sequence[str]) -> list[str]:
+        """The kept files this run decides: all of them, or those holding a delta test."""
+        if self.only_tests is None:
+            return list(files)
+        touched = {key.split("::", 1)[0] for key in self.only_tests}
+        return [f for f in files if f in touched]
 
     @property
     def device(self) -> str:

@@ -63,6 +63,8 @@ def entry_for(decision: Decision) -> EntrySpec:
         edits["dtypes"] = {"exclude": [{"name": d} for d in sorted(decision.exclude_dtypes)]}
     if decision.exclude_ops:
         edits["ops"] = {"exclude": [{"name": o} for o in sorted(decision.exclude_ops)]}
+    if decision.exclude_modules:
+        edits["modules"] = {"exclude": [{"name": m} for m in sorted(decision.exclude_modules)]}
     return EntrySpec((decision.test,), decision.mode, f"{reason} [{decision.brain}]", edits or None)
 
 
@@ -95,8 +97,13 @@ def _modes(path: Path, root: Path) -> dict[str, str]:
 
 
 def emit_file(configs_dir: Path, root: Path, profile: BackendProfile, rel: str, decisions: Sequence[Decision],
-              sidecar: dict[str, dict[str, str]], executed: set[str], result: EmitResult) -> None:
-    """Make the config of ``rel`` say ``decisions``, except where a human said otherwise."""
+              sidecar: dict[str, dict[str, str]], executed: set[str], result: EmitResult, *,
+              drop_stale: bool = True) -> None:
+    """Make the config of ``rel`` say ``decisions``, except where a human said otherwise.
+
+    ``drop_stale`` (full runs) drops the pipeline's entries of tests ``decisions`` does not
+    cover; a delta run decides a few tests only and must leave every other entry alone.
+    """
     path = config_path(configs_dir, rel)
     current = _current(path, root)
     emitted = dict(sidecar.get(rel, {}))
@@ -117,7 +124,7 @@ def emit_file(configs_dir: Path, root: Path, profile: BackendProfile, rel: str, 
         emitted[decision.test] = mine
         if cur != mine:
             specs.append(spec)
-    drop = [t for t, fp in current.items() if t not in decided and emitted.get(t) == fp]
+    drop = [t for t, fp in current.items() if drop_stale and t not in decided and emitted.get(t) == fp]
     for test in drop:
         emitted.pop(test, None)
     editor.update(raw_path(rel), specs, drop=drop, unlisted_test_mode="skip")

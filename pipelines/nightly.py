@@ -8,6 +8,11 @@ Nodes are plain functions returning partial state; their dependencies come from 
 paths and ids enter the state. Every node reuses what an earlier, killed attempt already
 wrote, so ``--resume`` (the SQLite checkpointer) finishes with the same configs as an
 uninterrupted run.
+
+Delta mode (``RunContext.only_tests``, set by ``testcurator upgrade``): the memory stage
+captures only the delta's tests (pipelines/delta_memory.py), the fan-outs cover only the
+files holding one, bucket/refine ask only about them, emit touches only their entries, and
+verify is skipped (it would rerun the whole curated suite).
 """
 
 from __future__ import annotations
@@ -47,7 +52,11 @@ def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("memory"):
-        if not store.has("memory.json"):
+        if not store.has("memory.json") and ctx.delta:
+            from testcurator.pipelines.delta_memory import run_delta_memory_stage
+
+            store.write_json("memory.json", run_delta_memory_stage(ctx, store, state["files"]))
+        elif not store.has("memory.json"):
             from testcurator.agents.memory_stage import run_memory_stage
 
             store.write_json("memory.json", run_memory_stage(ctx, store, state["files"]))
@@ -57,8 +66,9 @@ def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     return {}
 
 
-def fan_out_bucket(state: NightlyState) -> list[Send]:
-    return [Send("bucket_file", FileTask(run_dir=state["run_dir"], file=f)) for f in state["files"]]
+def fan_out_bucket(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
+    files = runtime.context.run_files(state["files"])
+    return [Send("bucket_file", FileTask(run_dir=state["run_dir"], file=f)) for f in files]
 
 
 def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -72,8 +82,8 @@ def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def draft(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("bucket"):
-        steps.write_exec_config(ctx, store, state["files"])
-    ctx.say(f"bucket: {steps.count_modes(store, 'bucket', state['files'])}")
+        steps.write_exec_config(ctx, store, ctx.run_files(state["files"]))
+    ctx.say(f"bucket: {steps.count_modes(store, 'bucket', ctx.run_files(state['files']))}")
     return {}
 
 
@@ -88,8 +98,9 @@ def execute(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]
     return {"executed": True}
 
 
-def fan_out_refine(state: NightlyState) -> list[Send]:
-    return [Send("refine_file", FileTask(run_dir=state["run_dir"], file=f)) for f in state["files"]]
+def fan_out_refine(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
+    files = runtime.context.run_files(state["files"])
+    return [Send("refine_file", FileTask(run_dir=state["run_dir"], file=f)) for f in files]
 
 
 def refine_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -103,14 +114,15 @@ def refine_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def emit(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("emit"):
-        written = steps.emit_configs(ctx, store, state["files"], refined=bool(state.get("executed")))
+        written = steps.emit_configs(ctx, store, ctx.run_files(state["files"]), refined=bool(state.get("executed")))
     ctx.say(f"configs: {len(written)} file(s) changed under {ctx.configs_dir}")
     return {"emitted": written}
 
 
 def verify(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
-    if not ctx.execute:
+    if not ctx.execute or ctx.delta:
+        # A delta run does not rerun the whole curated suite: that would cost a full run.
         return {"verified": False}
     with store.timed("verify"):
         steps.verify(ctx, store)
@@ -121,7 +133,7 @@ def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     from testcurator.pipelines.report import write_report
 
     ctx, store = runtime.context, _store(state)
-    path = write_report(ctx, store, state)
+    path = write_report(ctx, store, {**state, "files": ctx.run_files(state.get("files", []))})
     ctx.say(f"report: {path}")
     return {"report": str(path)}
 

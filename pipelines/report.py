@@ -20,6 +20,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     stage = "refine" if state.get("executed") else "bucket"
     per_file: dict[str, dict[str, int]] = {}
     review: list[dict[str, Any]] = []
+    fallbacks: list[dict[str, Any]] = []  # LLM answers the rails rejected, decided offline
     brains: Counter[str] = Counter()
     for rel in state.get("files", []):
         decisions = store.read_decisions(stage, rel) or []
@@ -27,18 +28,37 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         brains.update(d.brain for d in decisions)
         review += [{"file": rel, "test": d.test, "mode": d.mode, "reason": d.reason, "missing": list(d.missing)}
                    for d in decisions if d.needs_review]
-    totals = Counter()
+        fallbacks += [{"file": rel, "test": d.test, "mode": d.mode, "reason": d.reason}
+                      for d in decisions if "->" in d.brain]
+    per_file = _config_counts(ctx, state.get("files", [])) or per_file  # what the configs say, human edits included
+    totals: Counter[str] = Counter()
     for counts in per_file.values():
         totals.update(counts)
     scope = store.read_scope() or []
+    scope_fallbacks = [{"file": d.path, "test": None, "mode": "keep" if d.keep else "drop", "reason": d.reason}
+                       for d in scope if "->" in d.brain]
     return {
         "backend": ctx.profile.name, "device": ctx.device, "torch_root": str(ctx.torch_root),
         "decided_by": stage, "totals": {m: totals.get(m, 0) for m in MODES}, "per_file": per_file,
         "scope": [{"path": d.path, "keep": d.keep, "reason": d.reason} for d in scope],
-        "needs_review": review, "brains": dict(brains), "usage": ctx.brain.usage.as_dict(),
+        "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains), "usage": ctx.brain.usage.as_dict(),
         "timings_s": store.read_json("timings.json", {}), "memory": store.read_json("memory.json", {}),
         "emit": store.read_json("emit.json", {}), "verify": store.read_json("verify.json"),
     }
+
+
+def _config_counts(ctx: RunContext, files: Any) -> dict[str, dict[str, int]]:
+    """Modes per upstream file in the emitted configs (empty before any were written)."""
+    from testcurator.config.loader import load_config
+    from testcurator.pipelines.emit import config_path
+
+    out: dict[str, dict[str, int]] = {}
+    for rel in files:
+        path = config_path(ctx.configs_dir, rel)
+        if path.exists():
+            loaded = load_config(path, torch_root=ctx.torch_root)
+            out[rel] = dict(Counter(e.mode for f in loaded.files for e in f.entries for _ in e.names))
+    return out
 
 
 def _markdown(data: Mapping[str, Any]) -> str:
@@ -52,6 +72,10 @@ def _markdown(data: Mapping[str, Any]) -> str:
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
     lines += [f"- `{r['file']}::{r['test']}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
+    fallbacks = data.get("llm_fallbacks", [])
+    if fallbacks:
+        lines += ["", f"## LLM answers rejected by the rails ({len(fallbacks)}), decided by the offline brain", ""]
+        lines += [f"- `{f['file']}{'::' + f['test'] if f['test'] else ''}` ({f['mode']}): {f['reason']}" for f in fallbacks]
     emit = data.get("emit") or {}
     conflicts = emit.get("conflicts", [])
     lines += ["", f"## Human edits kept ({len(emit.get('kept_human', []))}), contradicted by execution ({len(conflicts)})", ""]

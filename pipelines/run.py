@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BackendContext, BrainSettings, make_brain
+from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import BadInputError, MissingPathError
 from testcurator.pipelines.context import RunContext, Say
 from testcurator.pipelines.nightly import build_nightly_graph
+from testcurator.pipelines.store import RunStore
 
 LATEST = "latest.json"
 
@@ -77,7 +80,7 @@ def make_context(opts: RunOptions, say: Say) -> RunContext:
     )
 
 
-def _thread(opts: RunOptions) -> tuple[str, Path, bool]:
+def _thread(opts: RunOptions, kind: str = "nightly") -> tuple[str, Path, bool]:
     """(thread id, run dir, resuming?) for this invocation."""
     runs = opts.state_dir / "runs"
     latest = runs / LATEST
@@ -88,21 +91,31 @@ def _thread(opts: RunOptions) -> tuple[str, Path, bool]:
         if Path(data["out_dir"]) != opts.out_dir.resolve():
             raise BadInputError(f"the last run wrote to {data['out_dir']}, not {opts.out_dir.resolve()}")
         return data["thread_id"], Path(data["run_dir"]), True
-    thread_id = f"nightly-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    thread_id = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     run_dir = runs / thread_id
     run_dir.mkdir(parents=True, exist_ok=True)
+    if kind != "nightly":
+        return thread_id, run_dir, False  # only nightly runs are resumable with `run --resume`
     atomic_write_text(latest, json.dumps({"thread_id": thread_id, "run_dir": str(run_dir),
                                           "out_dir": str(opts.out_dir.resolve())}, indent=1) + "\n")
     return thread_id, run_dir, False
 
 
-def run_nightly(opts: RunOptions, say: Say) -> dict[str, Any]:
-    """Run (or resume) the pipeline; returns the final state."""
+def run_nightly(opts: RunOptions, say: Say, *, ctx: RunContext | None = None,
+                scope: Sequence[FileDecision] | None = None) -> dict[str, Any]:
+    """Run (or resume) the pipeline; returns the final state.
+
+    ``ctx`` (a delta run: ``testcurator upgrade``) replaces the context built from ``opts``,
+    and ``scope`` the scope stage's decisions, already made by the caller.
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    ctx = make_context(opts, say)
+    delta = ctx is not None and ctx.delta
+    ctx = ctx if ctx is not None else make_context(opts, say)
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
-    thread_id, run_dir, resuming = _thread(opts)
+    thread_id, run_dir, resuming = _thread(opts, "upgrade" if delta else "nightly")
+    if scope is not None:
+        RunStore(run_dir).write_scope(scope)
     cfg = {"configurable": {"thread_id": thread_id}, "max_concurrency": 1}
     opts.state_dir.mkdir(parents=True, exist_ok=True)
     with SqliteSaver.from_conn_string(str(opts.state_dir / "checkpoints.sqlite")) as saver:

@@ -17,6 +17,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records, refine_file
 from testcurator.config.editor import ConfigEditor
 from testcurator.memory.api import Memory
+from testcurator.memory.paths import memory_db_path
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
@@ -27,19 +28,52 @@ from testcurator.runner.records import read_jsonl
 EXEC_CONFIG = "exec_config"
 
 
+_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    st = path.stat() if path.exists() else None
+    return (str(path), st.st_mtime_ns if st else 0, st.st_size if st else -1)
+
+
 def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
-    """The facts the rails check against: every test memory or collection knows."""
-    evidence = store.read_json("evidence.json", {})
-    known = {key.split("::", 1)[1] for key in evidence}
-    with Memory.open(ctx.state_dir) as memory:
-        known.update(t.generic for t in memory.tests())
-    return BrainContext(ctx.backend, frozenset(known), ctx.torch_root)
+    """The facts the rails check against: every test memory or collection knows.
+
+    Read once per state of the evidence and the memory, not once per file (the same for
+    every file of a run, and reading all tests per file added up on large trees)."""
+    key = (_stamp(store.path("evidence.json")), _stamp(memory_db_path(ctx.state_dir)))
+    if key not in _KNOWN:
+        evidence = store.read_json("evidence.json", {})
+        known = {k.split("::", 1)[1] for k in evidence}
+        with Memory.open(ctx.state_dir) as memory:
+            known.update(t.generic for t in memory.tests())
+        _KNOWN.clear()
+        _KNOWN[key] = frozenset(known)
+    return BrainContext(ctx.backend, _KNOWN[key], ctx.torch_root)
+
+
+_PREVIOUS: dict[tuple[Any, ...], dict[str, tuple[str, str]]] = {}
+
+
+def _previous(ctx: RunContext) -> dict[str, tuple[str, str]]:
+    """``emit.previous_decisions``, read once per state of the configs (not once per file):
+    a delta run starts from a full set of configs, and reloading all of them for every file
+    it buckets cost more than the bucketing itself."""
+    files = sorted(ctx.configs_dir.rglob("*.yaml")) + [ctx.configs_dir / emitter.SIDECAR] if ctx.configs_dir.is_dir() else []
+    key = (str(ctx.configs_dir), str(ctx.torch_root),
+           tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+    if key not in _PREVIOUS:
+        _PREVIOUS.clear()  # one entry: the configs as they are now
+        _PREVIOUS[key] = emitter.previous_decisions(ctx.configs_dir, ctx.torch_root)
+    return _PREVIOUS[key]
 
 
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
-    previous = emitter.previous_decisions(ctx.configs_dir, ctx.torch_root)
+    previous = _previous(ctx)
     with Memory.open(ctx.state_dir) as memory:
-        return requests_for_file(ctx.torch_root, memory, rel, store.read_json("evidence.json", {}), previous)
+        requests = requests_for_file(ctx.torch_root, memory, rel, store.read_json("evidence.json", {}), previous)
+    # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
+    return [r for r in requests if ctx.selected(rel, r.test)]
 
 
 def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
@@ -101,7 +135,8 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
         executed = {key.split("::", 1)[1] for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
-        emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result)
+        emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
+                          drop_stale=not ctx.delta)
     emitter.save_sidecar(ctx.configs_dir, sidecar)
     store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
     return result.written

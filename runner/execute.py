@@ -21,9 +21,12 @@ invocation's event logs, argsfile, pytest's own JUnit XML and its console log.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -121,7 +124,8 @@ class _Pass:
             out.flush()
             _reap_orphans(self.work)
             proc = subprocess.Popen(argv, cwd=self.spec.cwd, env=self.env, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=_die_with_parent(os.getpid()))
             pidfile = self.work / f"pytest-{proc.pid}.pid"
             pidfile.write_text(str(proc.pid))
             try:
@@ -145,6 +149,27 @@ class _Pass:
             self._report(fold)
 
 
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A preexec hook (Linux) that kills pytest when the runner dies, even by SIGKILL.
+
+    pytest gets its own session so that timeouts and crashes take its xdist workers with
+    it; the price is that it no longer dies with the runner's process group. The spawning
+    thread waits for the child, so the parent-death signal cannot fire early.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def hook() -> None:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() != parent:  # the runner died between fork and prctl
+            os._exit(1)
+
+    return hook
+
+
 def _reap_orphans(work: Path) -> None:
     """Kill pytest sessions a killed earlier runner left behind in this work folder.
 
@@ -152,9 +177,6 @@ def _reap_orphans(work: Path) -> None:
     with it); when the runner itself is SIGKILLed, that session lives on and would keep
     writing here while a resumed run starts the same stage again.
     """
-    import os
-    import signal
-
     for pidfile in work.glob("pytest-*.pid"):
         try:
             os.killpg(int(pidfile.read_text()), signal.SIGKILL)
@@ -164,9 +186,6 @@ def _reap_orphans(work: Path) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    import os
-    import signal
-
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)

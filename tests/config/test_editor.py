@@ -147,3 +147,11 @@ def test_save_without_change_writes_nothing(human: Path) -> None:
     before = human.stat().st_mtime_ns
     assert ConfigEditor.open(human).save() is False
     assert human.stat().st_mtime_ns == before
+
+
+def test_dropping_every_entry_leaves_an_empty_list(human: Path) -> None:
+    editor = ConfigEditor.open(human)
+    editor.update("test_a.py", drop=["TestA::test_one", "TestA::test_two", "TestA::test_three", "TestA::test_four"])
+    editor.save()  # validated: a bare "tests:" would be rejected here
+    cfg = load_config(human, torch_root=human.parent)
+    assert cfg.files[0].entries == () and cfg.files[0].raw_path == "test_a.py"

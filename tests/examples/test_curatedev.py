@@ -16,7 +16,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import yaml
 
 BACKEND_DIR = Path(__file__).resolve().parents[2] / "examples" / "backend"
 

@@ -1,0 +1,163 @@
+"""``testcurator upgrade``: move a curated config from one upstream tree to the next.
+
+    old config ──copy──► out/configs ──moves, removals──► ──delta run (stages 3-4)──► out/configs
+    old tree ─┐                                              ▲
+    new tree ─┴─ memory of each (content hash per test) ─► delta: changed + added tests only
+
+The delta run is the nightly graph with ``RunContext.only_tests`` set: bucket, the draft
+execution, refine and emit see the changed and added tests and nothing else, so every other
+decision and every human edit stays byte for byte as it was. The report says how many tests
+were evaluated out of how many, and lists what was moved and what was removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testcurator.agents.brain import BrainContext
+from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.config.loader import load_config
+from testcurator.config.yamlio import atomic_write_text
+from testcurator.errors import MissingPathError
+from testcurator.memory.api import Memory, StoredTest, build
+from testcurator.pipelines.context import Say
+from testcurator.pipelines.run import RunOptions, make_context, run_nightly
+from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs
+from testcurator.pipelines.upgrade_delta import TestDelta, classify
+
+OLD_MEMORY = "upgrade-old"  # under the state dir: the old tree's index, apart from the new one's
+
+
+@dataclass(frozen=True)
+class UpgradeOptions:
+    old_root: Path
+    config: Path  # the old tree's configs directory
+    run: RunOptions  # the new tree, backend, output folder, state dir and run settings
+
+
+# Where a PyTorch source tree keeps op_db: an ``@ops`` test instantiates what these say.
+OPINFO_SOURCES = ("torch/testing/_internal/common_methods_invocations.py", "torch/testing/_internal/opinfo")
+
+
+def opinfo_digest(root: Path) -> str | None:
+    """A hash of the tree's own OpInfo database, or None when the tree does not carry one
+    (a test-only tree: its ``@ops`` tests use the installed torch's op_db on both sides)."""
+    digest = hashlib.sha256()
+    found = False
+    for rel in OPINFO_SOURCES:
+        path = root / rel
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []:
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+            found = True
+    return digest.hexdigest()[:16] if found else None
+
+
+def hashes(root: Path, files: Sequence[str], state_dir: Path) -> dict[str, str]:
+    """``file::generic`` -> content hash for the tests of ``files`` (index only, no embeddings).
+
+    An ``@ops`` test's hash also covers the tree's op_db when the tree has one: between two
+    PyTorch releases the same test source instantiates other ops, so it is "changed".
+    """
+    present = [f for f in files if (root / f).is_file()]
+    if not present:
+        return {}
+    build(root, present, state_dir, embed=False)
+    opinfo = opinfo_digest(root)
+    with Memory.open(state_dir) as memory:
+        wanted = set(present)
+        return {f"{t.path}::{t.generic}": t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
+                for t in memory.tests() if t.path in wanted}
+
+
+def _is_ops(test: StoredTest) -> bool:
+    return any(d.short == "ops" for d in test.decorators)
+
+
+def _config_files(config: Path, root: Path) -> list[str]:
+    """Upstream files the old config lists, relative to ``root``."""
+    if not any(config.rglob("*.yaml")):
+        return []
+    out = []
+    for file in load_config(config, torch_root=root).files:
+        try:
+            out.append(file.resolved_path.resolve().relative_to(root.resolve()).as_posix())
+        except ValueError:
+            continue
+    return out
+
+
+def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state: dict[str, Any] | None,
+            usage: dict[str, int], seconds: float) -> dict[str, Any]:
+    out = opts.run.out_dir
+    emit = json.loads((out / "report.json").read_text(encoding="utf-8")).get("emit", {}) if state else {}
+    data = {
+        "old_root": str(opts.old_root.resolve()), "new_root": str(opts.run.torch_root.resolve()),
+        "config": str(opts.config.resolve()), "counts": delta.summary(),
+        "evaluated": f"evaluated {len(delta.evaluate)} of {delta.total} tests",
+        "changed": list(delta.changed), "added": list(delta.added),
+        "moved": [{"old": m.old, "new": m.new, "kind": m.kind} for m in delta.moved],
+        "removed": list(delta.removed), "carried_entries": carried.carried, "dropped_entries": carried.dropped,
+        "emit": emit, "usage": usage, "seconds": round(seconds, 3),
+        "executed": bool(state and state.get("executed")),
+    }
+    atomic_write_text(out / "upgrade.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(out / "upgrade.md", _markdown(data))
+    return data
+
+
+def _markdown(data: dict[str, Any]) -> str:
+    c = data["counts"]
+    lines = [f"# testcurator upgrade: {data['old_root']} -> {data['new_root']}", "",
+             (f"**{data['evaluated']}** (changed {c['changed']}, added {c['added']}); "
+             f"unchanged {c['unchanged']}, moved/renamed {c['moved']} (decision carried over), removed {c['removed']}."), "",
+             (f"Stages 3-4 ran on the delta only; its tests ran on the device: {'yes' if data['executed'] else 'no'}. "
+             "The rest of the curated suite was not re-run."), ""]
+    for title, items in (("Changed (re-evaluated)", data["changed"]), ("Added (evaluated)", data["added"])):
+        lines += [f"## {title} ({len(items)})", ""] + [f"- `{k}`" for k in items] + ["- none"] * (not items) + [""]
+    lines += [f"## Moved or renamed ({len(data['moved'])})", ""]
+    lines += [f"- {m['kind']}: `{m['old']}` -> `{m['new']}`" for m in data["moved"]] or ["- none"]
+    dropped = {d["test"]: d for d in data["dropped_entries"]}
+    lines += ["", f"## Removed upstream, dropped from the configs ({len(data['removed'])})", ""]
+    lines += [f"- `{k}`" + (f" (had {dropped[k]['mode']}, written by the {dropped[k]['owner']})" if k in dropped else "")
+              for k in data["removed"]] or ["- none"]
+    emit = data.get("emit") or {}
+    lines += ["", f"## Human edits kept on re-evaluated tests ({len(emit.get('kept_human', []))})", ""]
+    lines += [f"- `{k}`" for k in emit.get("kept_human", [])] or ["- none"]
+    lines += ["", "## LLM usage", "", "- " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())),
+              "", f"Took {data['seconds']} s."]
+    return "\n".join(lines) + "\n"
+
+
+def run_upgrade(opts: UpgradeOptions, say: Say) -> dict[str, Any]:
+    """Delta, carry-over, delta run, report; returns the report's data."""
+    start = time.perf_counter()
+    if not opts.old_root.is_dir():
+        raise MissingPathError(opts.old_root, "old torch root")
+    if not opts.config.exists():
+        raise MissingPathError(opts.config, "config directory")
+    ctx = make_context(opts.run, say)
+    scope = decide_scope(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
+    files = kept_files(ctx.torch_root, scope)
+    new = hashes(ctx.torch_root, files, ctx.state_dir)
+    old_files = sorted(set(_config_files(opts.config, opts.old_root.resolve())) | set(files))
+    old = hashes(opts.old_root.resolve(), old_files, ctx.state_dir / OLD_MEMORY)
+    delta = classify(old, new)
+    c = delta.summary()
+    say(f"delta: {c['changed']} changed, {c['added']} added, {c['moved']} moved/renamed, {c['removed']} removed, "
+        f"{c['unchanged']} unchanged")
+    copy_configs(opts.config, ctx.configs_dir)
+    carried = carry_over(ctx.configs_dir, ctx.torch_root, ctx.profile, delta)
+    state = None
+    if delta.evaluate:
+        delta_ctx = dataclasses.replace(ctx, only_tests=delta.evaluate)
+        state = run_nightly(opts.run, say, ctx=delta_ctx, scope=scope)
+    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), time.perf_counter() - start)
+    say(f"upgrade: {data['evaluated']}; report {opts.run.out_dir / 'upgrade.md'}")
+    return data
