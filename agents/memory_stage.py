@@ -82,10 +82,11 @@ def captured_map(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path
     return out
 
 
-def _records(paths: Sequence[Path | None]) -> list[dict[str, Any]]:
+def read_records(paths: Sequence[Path | None]) -> list[dict[str, Any]]:
+    """Capture records from JSON-lines files (absent ones are skipped)."""
     rows = []
     for path in paths:
-        if path is None:
+        if path is None or not path.exists():
             continue
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -124,6 +125,6 @@ def run_memory_stage(ctx: RunContext, store: RunStore, files: Sequence[str]) -> 
     for path in (static, captured):
         if path is not None:
             opmap.ingest(path)
-    store.write_json("evidence.json", evidence(_records([static, captured])))
+    store.write_json("evidence.json", evidence(read_records([static, captured])))
     return {"files": stats.files_total, "parsed": stats.files_parsed, "tests": stats.tests_total,
             "failed_files": [f"{path}: {why}" for path, why in stats.failures], "captured": captured is not None}

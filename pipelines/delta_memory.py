@@ -27,19 +27,6 @@ from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 
 
-def _rows(path: Path | None) -> list[dict[str, Any]]:
-    if path is None or not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash mid-write
-    return rows
-
-
 def _key(row: dict[str, Any]) -> str:
     return f"{row['node_id'].split('::', 1)[0]}::{row['generic']}"
 
@@ -85,7 +72,7 @@ def captured_delta(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Pa
         parts = sorted(tmp.parent.glob(tmp.name + "*"))
         if not parts:
             raise ExecutionError(f"the delta's op capture wrote nothing; see {store.path('capture.log')}")
-        rows = [r for part in parts for r in _rows(part)]
+        rows = memory_stage.read_records(parts)
         for part in parts:
             part.unlink()
         # Only the delta's own records: the others were skipped and must not replace what
@@ -104,7 +91,7 @@ def run_delta_memory_stage(ctx: RunContext, store: RunStore, files: Sequence[str
         source = captured_delta(ctx, store, touched)
     else:  # no execution wanted: the collect-only pass gives the instances (static map)
         source = memory_stage.static_map(ctx, store, touched) if touched else None
-    rows = _delta_rows(ctx, _rows(source))
+    rows = _delta_rows(ctx, memory_stage.read_records([source]))
     if rows:
         delta = store.path("delta-ops.jsonl")
         atomic_write_text(delta, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))

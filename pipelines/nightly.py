@@ -17,6 +17,7 @@ verify is skipped (it would rerun the whole curated suite).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +67,26 @@ def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     return {}
 
 
-def fan_out_bucket(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
+def _fan_out(node: str, state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
     files = runtime.context.run_files(state["files"])
-    return [Send("bucket_file", FileTask(run_dir=state["run_dir"], file=f)) for f in files]
+    return [Send(node, FileTask(run_dir=state["run_dir"], file=f)) for f in files]
+
+
+def _decide_file(stage: str, decide: Callable[[RunContext, RunStore, str], Any], task: FileTask,
+                 runtime: Runtime[RunContext]) -> None:
+    # Idempotent: a resumed run keeps the decisions a killed attempt already stored.
+    ctx, store = runtime.context, _store(task)
+    with store.timed(stage):
+        if store.read_decisions(stage, task["file"]) is None:
+            store.write_decisions(stage, task["file"], decide(ctx, store, task["file"]))
+
+
+def fan_out_bucket(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
+    return _fan_out("bucket_file", state, runtime)
 
 
 def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    ctx, store = runtime.context, _store(task)
-    with store.timed("bucket"):
-        if store.read_decisions("bucket", task["file"]) is None:
-            store.write_decisions("bucket", task["file"], steps.bucket(ctx, store, task["file"]))
+    _decide_file("bucket", steps.bucket, task, runtime)
     return {"bucketed": [task["file"]]}
 
 
@@ -99,15 +110,11 @@ def execute(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]
 
 
 def fan_out_refine(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
-    files = runtime.context.run_files(state["files"])
-    return [Send("refine_file", FileTask(run_dir=state["run_dir"], file=f)) for f in files]
+    return _fan_out("refine_file", state, runtime)
 
 
 def refine_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    ctx, store = runtime.context, _store(task)
-    with store.timed("refine"):
-        if store.read_decisions("refine", task["file"]) is None:
-            store.write_decisions("refine", task["file"], steps.refine(ctx, store, task["file"]))
+    _decide_file("refine", steps.refine, task, runtime)
     return {"refined": [task["file"]]}
 
 
