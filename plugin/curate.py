@@ -82,6 +82,15 @@ class CuratePlugin:
         # Properties only matter to JUnit XML; building them for 20k items is not free.
         self._junit = bool(getattr(config.option, "xmlpath", None))
         self._files: dict[Path, ResolvedFile | None] = {}
+        self._decisions: dict[tuple[object, ...], Applied] = {}
+
+    def _decide(self, file: ResolvedFile | None, ident: TestIdentity) -> Applied:
+        # Instances differing only in @parametrize values share one outcome: decide once.
+        key = (id(file), ident.cls, ident.test, ident.dtype, ident.op, ident.op_variant, ident.module)
+        applied = self._decisions.get(key)
+        if applied is None:
+            applied = self._decisions[key] = decide(self.loaded, file, ident)
+        return applied
 
     def file_for(self, path: Path) -> ResolvedFile | None:
         # Items of one module share a path; realpath per item costs more than the rest.
@@ -112,7 +121,7 @@ class CuratePlugin:
             ident = item_identity(item)
             file = self.file_for(item.path)
             generic = ident.generic
-            applied = decide(self.loaded, file, ident)
+            applied = self._decide(file, ident)
             item.stash[IDENTITY_KEY] = ident
             item.stash[APPLIED_KEY] = applied
             self._apply(item, ident, applied)
