@@ -111,6 +111,24 @@ def pytest_command(
         cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
     if workers > 1:
         cmd += ["-n", str(workers)]
-    if spec.rootdir is not None:
-        cmd += ["--rootdir", str(spec.rootdir.resolve())]
+    cmd += ["--rootdir", str(spec.cwd), "-c", str(_inifile(spec.cwd, argsfile.parent))]
     return cmd + list(spec.extra_args)
+
+
+INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+
+
+def _inifile(root: Path, work: Path) -> Path:
+    """The upstream tree's own pytest config, or an empty one; never an unrelated ancestor's.
+
+    pytest would otherwise look for its config from the @argsfile's folder upwards (inside
+    the state directory), and could pick up the config of whatever project holds that,
+    with its addopts, plugins and rootdir.
+    """
+    for name in INI_NAMES:
+        candidate = root / name
+        if candidate.is_file() and (name != "pyproject.toml" or "[tool.pytest.ini_options]" in candidate.read_text(errors="replace")):
+            return candidate
+    empty = work / "empty-pytest.ini"
+    empty.write_text("[pytest]\n", encoding="utf-8")
+    return empty
