@@ -197,3 +197,18 @@ def test_merge_retry_keeps_first_classification() -> None:
     again = {"a::t": TestRecord("a::t", "crashed", failure_class="crash", evidence="x")}
     merged = merge_retry(first, again, 2)["a::t"]
     assert (merged.outcome, merged.failure_class, merged.attempts) == ("failed", "numerical_mismatch", 2)
+
+
+def test_pytest_config_comes_from_the_tree_not_the_state_dir(tmp_path: Path) -> None:
+    """The state dir often sits inside the user's project, whose pytest config must not leak in."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p no_such_plugin_anywhere"\n')
+    tree = tmp_path / "tree"
+    (tree / "test").mkdir(parents=True)
+    (tree / "test" / "test_here.py").write_text("def test_ok():\n    pass\n")
+    spec = RunSpec(out_dir=project / ".state" / "out", paths=(str(tree / "test" / "test_here.py"),), torch_root=tree,
+                   extra_args=QUIET_PLUGINS, timeout=60, retries=0)
+    got = {r.nodeid: r for r in execute(spec).records}
+    assert list(got) == ["test/test_here.py::test_ok"]  # relative to the tree: its rootdir
+    assert got["test/test_here.py::test_ok"].outcome == "passed"
