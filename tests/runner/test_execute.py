@@ -207,8 +207,12 @@ def test_pytest_config_comes_from_the_tree_not_the_state_dir(tmp_path: Path) -> 
     tree = tmp_path / "tree"
     (tree / "test").mkdir(parents=True)
     (tree / "test" / "test_here.py").write_text("def test_ok():\n    pass\n")
+    # Option values that are paths (the config here) count when pytest looks for its rootdir.
+    config = project / ".state" / "curate.yaml"
+    config.parent.mkdir()
+    config.write_text("test_suite_config:\n  unlisted_file_mode: mandatory_success\n  files: []\n")
     spec = RunSpec(out_dir=project / ".state" / "out", paths=(str(tree / "test" / "test_here.py"),), torch_root=tree,
-                   extra_args=QUIET_PLUGINS, timeout=60, retries=0)
+                   config=config, extra_args=QUIET_PLUGINS, timeout=60, retries=0)
     got = {r.nodeid: r for r in execute(spec).records}
     assert list(got) == ["test/test_here.py::test_ok"]  # relative to the tree: its rootdir
     assert got["test/test_here.py::test_ok"].outcome == "passed"
