@@ -108,7 +108,7 @@ def refine_command(
     device: Annotated[Optional[list[str]], typer.Option("--device", help="extra device name(s) in class names, e.g. curatedev")] = None,
     more: Annotated[Optional[list[Path]], typer.Argument(help="more result files (after --results FILE)")] = None,
 ) -> None:
-    """Ingest results made elsewhere, classify failures, write results.jsonl and a summary."""
+    """Ingest results made elsewhere (JUnit XML, JSONL), classify failures; with --config, re-bucket that config in place."""
     from testcurator.runner.ingest import load_results
     from testcurator.runner.records import write_jsonl
 
