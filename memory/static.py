@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
+from testcurator.runner.command import UNRELATED_PLUGINS_OFF
 
-# Third-party plugins that slow every pytest start and have nothing to do with collection.
-QUIET_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
+QUIET_PLUGINS = ("-p", "no:cacheprovider", *UNRELATED_PLUGINS_OFF)
 
 
 def reference_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -23,14 +23,14 @@ from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
-from testcurator.runner.command import RunSpec
+from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
 
 if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult
 
-QUIET = ("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
+QUIET = UNRELATED_PLUGINS_OFF
 
 
 def _env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:

@@ -115,6 +115,10 @@ def pytest_command(
     return cmd + list(spec.extra_args)
 
 
+# Third-party pytest plugins installed beside us that cost ~2 s per process start and have
+# nothing to do with running upstream tests: every pytest we start turns them off.
+UNRELATED_PLUGINS_OFF = ("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
+
 INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 
 
