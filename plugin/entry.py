@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.plugin import capture, events
+from testcurator.plugin import capture, events, shard
 
-_EXTENSIONS = (capture, events)
+_EXTENSIONS = (capture, events, shard)
 
 
 def _existing_path(value: str) -> Path:

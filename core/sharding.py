@@ -1,0 +1,156 @@
+"""Split a selection of tests into shards by expected duration; pytest-split's durations file.
+
+The balancing is pytest-split's ``least_duration`` algorithm (longest processing time
+first: the slowest test goes to the shard with the smallest sum so far), called as a
+library: it keeps the slowest shard within one test of the ideal, puts one test in each
+shard before any shard gets a second (so no shard is empty while there are at least as
+many runnable tests as shards), and is deterministic (it orders by node id before it
+orders by duration, so the collection order does not change the split).
+
+What we add around it:
+
+- **Skipped tests cost nothing.** They are not balanced; they are dealt round-robin in
+  node-id order, so every instance still lands in exactly one shard (the merged results of
+  all shards account for the whole selection) and no shard collects all the skip reports.
+- **Unknown durations are estimated, never zero:** the median of the known durations of
+  the same file (any device: a CPU timing says more than nothing), else the median of all
+  known durations, else :data:`DEFAULT_DURATION_S`. Known durations are floored at
+  :data:`MIN_DURATION_S`, so a test always weighs something.
+
+The plugin (``--curate-shard``) runs this at collection, where the config's decision for
+every item is known; the planner of CI jobs uses :func:`estimate` on file totals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from testcurator.errors import BadInputError, Location, MissingPathError, Problem
+from testcurator.files import atomic_write_text
+
+DEFAULT_DURATION_S = 1.0
+MIN_DURATION_S = 0.001
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """Shard ``index`` (1-based) of ``count``, written ``K/N``."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> ShardRef:
+        match = _SHARD.match(text or "")
+        if match is None:
+            raise BadInputError(f"--shard {text!r}: expected K/N, e.g. 2/8 (shard 2 of 8)")
+        index, count = int(match.group(1)), int(match.group(2))
+        if count < 1 or not 1 <= index <= count:
+            raise BadInputError(f"--shard {text!r}: need 1 <= K <= N (K/N: shard K of N)")
+        return cls(index, count)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard of a split: its node ids (in the order given) and expected seconds."""
+
+    index: int
+    nodeids: tuple[str, ...]
+    expected_s: float
+    runnable: int
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def estimate(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, float]:
+    """Every node id's expected duration (see module docstring)."""
+    by_file: dict[str, list[float]] = defaultdict(list)
+    for nodeid, seconds in known.items():
+        by_file[file_of(nodeid)].append(seconds)
+    medians = {file: statistics.median(values) for file, values in by_file.items()}
+    fallback = statistics.median(known.values()) if known else DEFAULT_DURATION_S
+    out: dict[str, float] = {}
+    for nodeid in nodeids:
+        seconds = known.get(nodeid)
+        if seconds is None:
+            seconds = medians.get(file_of(nodeid), fallback)
+        out[nodeid] = max(float(seconds), MIN_DURATION_S)
+    return out
+
+
+class _Node(str):
+    """A node id in the shape pytest-split's algorithms read (``.nodeid``, ``str()``)."""
+
+    __slots__ = ()
+
+    @property
+    def nodeid(self) -> str:
+        return str.__str__(self)
+
+
+def split(
+    nodeids: Sequence[str], known: Mapping[str, float], count: int, skipped: Iterable[str] = (),
+) -> list[Shard]:
+    """``count`` shards of ``nodeids``: runnable tests balanced by duration, skipped ones dealt."""
+    from pytest_split.algorithms import Algorithms
+
+    if count < 1:
+        raise BadInputError(f"cannot split into {count} shards")
+    skip = set(skipped)
+    runnable = [_Node(n) for n in nodeids if n not in skip]
+    durations = estimate(runnable, known)
+    groups = Algorithms.least_duration.value(count, runnable, durations)
+    members: list[set[str]] = [set(g.selected) for g in groups]
+    for i, nodeid in enumerate(sorted(skip.intersection(nodeids))):
+        members[i % count].add(nodeid)
+    order = {n: i for i, n in enumerate(nodeids)}
+    return [
+        Shard(k + 1, tuple(sorted(members[k], key=order.__getitem__)), round(groups[k].duration, 6),
+              len(groups[k].selected))
+        for k in range(count)
+    ]
+
+
+def shard_of(nodeids: Sequence[str], known: Mapping[str, float], ref: ShardRef, skipped: Iterable[str] = ()) -> Shard:
+    """The one shard ``ref`` names."""
+    return split(nodeids, known, ref.count, skipped)[ref.index - 1]
+
+
+def read_test_durations(path: Path) -> dict[str, float]:
+    """A ``.test_durations`` file as node id -> seconds; bad content is a BadInputError."""
+    if not path.exists():
+        raise MissingPathError(path, "durations file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BadInputError(str(Problem(Location(str(path), exc.lineno, exc.colno), f"invalid JSON: {exc.msg}"))) from exc
+    if isinstance(data, list):  # pytest-split < 0.3 wrote [[nodeid, seconds], ...]
+        if not all(isinstance(p, list) and len(p) == 2 for p in data):
+            raise BadInputError(f"{path}: expected an object {{nodeid: seconds}} or a list of [nodeid, seconds] pairs")
+        data = dict(data)
+    if not isinstance(data, dict):
+        raise BadInputError(f"{path}: expected a JSON object mapping node ids to seconds")
+    out: dict[str, float] = {}
+    for nodeid, seconds in data.items():
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+            raise BadInputError(f"{path}: {nodeid!r}: expected a duration in seconds >= 0, got {seconds!r}")
+        out[str(nodeid)] = float(seconds)
+    return out
+
+
+def write_test_durations(path: Path, durations: Mapping[str, float]) -> None:
+    """Write pytest-split's format (sorted keys, like pytest-split writes it), atomically."""
+    atomic_write_text(path, json.dumps(dict(sorted(durations.items())), indent=4) + "\n")

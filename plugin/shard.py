@@ -1,0 +1,110 @@
+"""``--curate-shard K/N``: run one shard of the collected tests, split by duration.
+
+At collection, after the config has decided every item (the curate plugin runs first) and
+after ``-k``/``-m``, the items are split into N shards with :func:`testcurator.sharding.split`
+and only shard K is kept (the rest are reported as deselected, as pytest-split does).
+Items the config skips, or that carry an unconditional ``skip`` mark, cost nothing in the
+balance. Durations come from ``--curate-durations FILE`` (pytest-split's
+``.test_durations`` format); unknown ones are estimated from the same file's tests.
+
+Every process that collects the same items makes the same split, so the option works
+under pytest-xdist (each worker keeps the same shard) and in N separate CI jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from testcurator.errors import BadInputError
+from testcurator.sharding import ShardRef, Shard, split
+
+PLUGIN_NAME = "testcurator-shard"
+_ADDED_FLAG = "_testcurator_shard_options_added"
+
+
+def _shard_ref(value: str) -> ShardRef:
+    try:
+        return ShardRef.parse(value)
+    except BadInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _durations_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"durations file does not exist: {value}")
+    return path
+
+
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    if getattr(parser, _ADDED_FLAG, False):
+        return
+    setattr(parser, _ADDED_FLAG, True)
+    group.addoption("--curate-shard", dest="curate_shard", type=_shard_ref, default=None, metavar="K/N",
+                    help="run only shard K of N, split by duration (skipped tests cost nothing)")
+    group.addoption("--curate-durations", dest="curate_durations", type=_durations_file, default=None,
+                    metavar="FILE", help="test durations for --curate-shard (pytest-split's .test_durations JSON)")
+
+
+def configure(config: pytest.Config) -> None:
+    ref = config.getoption("curate_shard", None)
+    if ref is None or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    config.pluginmanager.register(ShardPlugin(ref, config.getoption("curate_durations", None)), PLUGIN_NAME)
+
+
+def skipped_at_collection(item: pytest.Item) -> bool:
+    """The config skips it, or it carries a skip mark that needs no evaluation."""
+    from testcurator.plugin.curate import APPLIED_KEY
+
+    applied = item.stash.get(APPLIED_KEY, None)
+    if applied is not None and applied.mode == "skip":
+        return True
+    if item.get_closest_marker("skip") is not None:
+        return True
+    return any(mark.args and all(arg is True for arg in mark.args) for mark in item.iter_markers("skipif"))
+
+
+class ShardPlugin:
+    def __init__(self, ref: ShardRef, durations: Path | None) -> None:
+        self.ref = ref
+        self.durations = durations
+        self.shard: Shard | None = None
+        self.total = 0
+
+    def _known(self) -> dict[str, float]:
+        if self.durations is None:
+            return {}
+        from testcurator.sharding import read_test_durations
+
+        try:
+            return read_test_durations(self.durations)
+        except BadInputError as exc:
+            raise pytest.UsageError(f"--curate-durations: {exc}") from exc
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        nodeids = [item.nodeid for item in items]
+        skipped = [item.nodeid for item in items if skipped_at_collection(item)]
+        self.total = len(items)
+        self.shard = split(nodeids, self._known(), self.ref.count, skipped)[self.ref.index - 1]
+        keep = set(self.shard.nodeids)
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in keep])
+        items[:] = [item for item in items if item.nodeid in keep]
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        if self.shard is None:
+            return []
+        return [f"testcurator: shard {self.ref} keeps {len(self.shard.nodeids)} of {self.total} tests "
+                f"({self.shard.runnable} to run, expected {self.shard.expected_s:.1f} s)"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser.getgroup("curate"), parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure(config)
