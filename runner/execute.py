@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
-from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select
+from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
@@ -116,6 +116,8 @@ class _Pass:
         events = Path(f"{stem}.events.jsonl")
         argv = pytest_command(self.spec, targets, events=events, junit=Path(f"{stem}.junit.xml"),
                               argsfile=Path(f"{stem}.args"), workers=workers, env=self.env)
+        if self.label == "run" and round_no == 0:
+            argv += shard_args(self.spec)
         log = Path(f"{stem}.log")
         tail, fold = EventTail(events), EventFold()
         started = time.monotonic()
@@ -219,6 +221,8 @@ def merge_retry(first: dict[str, TestRecord], retry: dict[str, TestRecord], atte
 def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
     """Run the selection, retry failures, write results.jsonl, junit.xml and manifest.json."""
     progress = progress or NullProgress()
+    # pytest runs in spec.cwd: a relative --out would name files it cannot find.
+    spec = replace(spec, out_dir=spec.out_dir.resolve())
     selection = select(spec)
     env = build_env(spec)
     spec.out_dir.mkdir(parents=True, exist_ok=True)

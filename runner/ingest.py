@@ -3,7 +3,8 @@
 :func:`load_results` takes any mix of JUnit XML files (pytest, PyTorch ``run_test.py``,
 unittest-xml-reporting, the runner's own ``junit.xml``), the runner's ``results.jsonl``,
 and directories of them (``test-reports/`` trees are searched recursively for ``*.xml``
-and ``*.jsonl``). The format is told by the suffix, else by the first character.
+and ``*.jsonl``; a run folder of ours, or of one shard, counts by its ``results.jsonl``
+alone). The format is told by the suffix, else by the first character.
 
 The same node id in several inputs is merged as successive attempts, in the order given:
 a failure followed by a pass is flaky (``transient``), a failure on every attempt keeps
@@ -31,13 +32,28 @@ def result_files(paths: Iterable[Path]) -> list[Path]:
         if not path.exists():
             raise MissingPathError(path, "results path")
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in RESULT_SUFFIXES)
+            found = _walk(path)
             if not found:
                 raise BadInputError(f"{path}: no *.xml or *.jsonl result files in this directory")
             out.extend(found)
         else:
             out.append(path)
     return out
+
+
+def _walk(folder: Path) -> list[Path]:
+    """Result files under ``folder``; a run folder of ours (results.jsonl + manifest.json)
+    counts by its results.jsonl alone: its junit.xml, its work/ logs and the shard folders
+    it was merged from say the same again."""
+    if (folder / "results.jsonl").is_file() and (folder / "manifest.json").is_file():
+        return [folder / "results.jsonl"]
+    found: list[Path] = []
+    for child in sorted(folder.iterdir()):
+        if child.is_dir():
+            found.extend(_walk(child))
+        elif child.suffix in RESULT_SUFFIXES:
+            found.append(child)
+    return found
 
 
 def _sniff(path: Path) -> str:

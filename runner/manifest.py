@@ -4,8 +4,10 @@ What a reader needs to rerun or compare a run: the command and each pytest argv,
 config hash (sha256 over the config files' bytes, files in sorted path order, each
 preceded by its name relative to the config root so a rename changes the hash), the
 upstream tree's git revision when ``torch_root`` is a checkout (plus whether it is dirty),
-torch's version and git revision, the backend (module, device, version when installed
-as a distribution), Python, OS, CPU model, and every test's outcome and duration.
+torch's version, git revision and CUDA version, the backend (module, device, version when
+installed as a distribution), the host, Python, OS, CPU model, the shard, every test's
+outcome and duration, and in CI the three SHAs and the dispatch payload
+(``runner/provenance.py``).
 
 Torch's version is read from its files without importing it (``import torch`` costs
 seconds and the runner itself does not need torch); the subprocesses use the same
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.runner.command import RunSpec, Selection
+from testcurator.runner.provenance import ci_provenance
 from testcurator.runner.records import TestRecord, atomic_write_text, counts
 
 MANIFEST_VERSION = 1
@@ -73,7 +76,7 @@ def torch_info() -> dict[str, str | None]:
         match = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
         return match.group(1) if match else None
 
-    return {"version": field("__version__"), "git_version": field("git_version")}
+    return {"version": field("__version__"), "git_version": field("git_version"), "cuda": field("cuda")}
 
 
 def cpu_model() -> str | None:
@@ -115,13 +118,15 @@ def build_manifest(
         "torch_root": str(spec.torch_root.resolve()) if spec.torch_root else None,
         "upstream": git_revision(spec.torch_root),
         "selection": list(selection.targets), "missing_files": list(selection.missing),
-        "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries},
+        "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries, "shard": spec.shard},
+        "host": platform.node(),
         "torch": torch_info(),
         "backend": backend_info(spec),
         "python": {"version": sys.version.split()[0], "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "os": {"platform": platform.platform(), "system": platform.system(), "release": platform.release()},
         "cpu": {"model": cpu_model(), "count": os.cpu_count(), "machine": platform.machine()},
+        "ci": ci_provenance(),
         "counts": counts(records),
         "tests": {r.nodeid: {"outcome": r.outcome, "duration": round(r.duration, 6),
                              **({"failure_class": r.failure_class} if r.failure_class else {}),

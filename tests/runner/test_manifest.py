@@ -45,7 +45,8 @@ def test_manifest_fields(tmp_path: Path) -> None:
     spec = RunSpec(out_dir=tmp_path, paths=("t.py",), device="curatedev", command=("testcurator", "exec", "t.py"))
     records = [TestRecord("t.py::A::test_a", "passed", duration=0.5), TestRecord("t.py::A::test_b", "crashed", failure_class="crash")]
     manifest = build_manifest(spec, Selection(("t.py",)), records, [["python", "-m", "pytest"]], 100.0, 101.5)
-    assert manifest["torch"] == {"version": torch.__version__, "git_version": torch.version.git_version}
+    assert manifest["torch"] == {"version": torch.__version__, "git_version": torch.version.git_version,
+                                 "cuda": torch.version.cuda}
     assert torch_info()["version"] == torch.__version__
     assert manifest["command"] == ["testcurator", "exec", "t.py"] and manifest["wall_s"] == 1.5
     assert manifest["backend"]["device"] == "curatedev"
