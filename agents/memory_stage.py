@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.memory.api import build
+from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.opmap import OpMap
 from testcurator.memory.static import QUIET_PLUGINS, collect_static, reference_env
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
-
-CAPTURE_TIMEOUT = 120.0
+from testcurator.runner.executors import ExecutorOptions, make_executor
 
 
 def _pytest(ctx: RunContext, files: Sequence[str], extra: Sequence[str], log: Path) -> int:
@@ -63,21 +63,13 @@ def captured_map(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path
     cache = ctx.state_dir / "capture" / f"{_content_key(ctx, files)}.jsonl"
     out = store.path("captured.jsonl")
     if not cache.exists():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".part")
-        extra = [f"--curate-capture-ops={tmp}", f"--curate-timeout={CAPTURE_TIMEOUT}"]
-        if ctx.workers > 1:
-            extra += ["-n", str(ctx.workers)]
-        _pytest(ctx, files, extra, store.path("capture.log"))  # test failures are evidence, not errors
-        parts = sorted(tmp.parent.glob(tmp.name + "*"))
-        if not parts:
-            ctx.say(f"warning: op capture wrote nothing; see {store.path('capture.log')}")
+        # Shards on the run's executor; a capture shard asks for CPUs, not the device.
+        executor = make_executor(ctx.executor, ExecutorOptions(say=ctx.say))
+        work = store.path("capture")
+        if not run_capture(ctx.torch_root, files, cache, work, state_dir=ctx.state_dir, executor=executor,
+                           shards=ctx.shards, workers=ctx.workers):
+            ctx.say(f"warning: op capture wrote nothing; see {work}/*/capture.log")
             return None
-        with cache.with_suffix(".tmp").open("w", encoding="utf-8") as joined:
-            for part in parts:
-                joined.write(part.read_text(encoding="utf-8"))
-                part.unlink()
-        cache.with_suffix(".tmp").replace(cache)
     shutil.copyfile(cache, out)
     return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from testcurator.runner.records import TestRecord
+
+if TYPE_CHECKING:
+    from testcurator.runner.durations import DurationStore
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
 console = Console(highlight=False, soft_wrap=True)
@@ -77,27 +80,65 @@ def exec_command(
     out: Annotated[Path, typer.Option("--out", help="output directory")] = Path("testcurator-run"),
     rootdir: Annotated[Optional[Path], typer.Option("--rootdir", help="pytest rootdir and working directory")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    shard: Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="run only shard K of N, split by duration (a CI matrix leg)")] = None,
+    shards: Annotated[int, typer.Option("--shards", min=1, help="split into N shards, run them all on --executor, merge")] = 1,
+    group: Annotated[Optional[str], typer.Option("--group", help="only the config's files of this feature group (see `shards plan`)")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="where shards run: local (default) or ray")] = "local",
+    profile: Annotated[Optional[Path], typer.Option("--profile", help="backend profile (backend.yaml): device, backend module, test env, and the Ray resources a shard asks for")] = None,
+    durations: Annotated[Optional[Path], typer.Option("--durations", help="pytest-split .test_durations to split by (added to the state dir's)")] = None,
+    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="where durations are kept (default: $TESTCURATOR_STATE_DIR, else ./.testcurator)")] = None,
     paths: Annotated[Optional[list[str]], typer.Argument(help="test files or node ids (draft run, or narrow the config)")] = None,
 ) -> None:
     """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json."""
+    from testcurator.config.profile import backend_run_env, load_profile
     from testcurator.errors import BadInputError
     from testcurator.runner.command import RunSpec
-    from testcurator.runner.execute import execute
+    from testcurator.runner.executors import ExecutorOptions, make_executor
     from testcurator.runner.progress import NullProgress, RichProgress
+    from testcurator.runner.shardrun import run_sharded
+    from testcurator.sharding import ShardRef
 
     if config is None and not paths:
         raise BadInputError("exec: give --config DIR (curated run) or test paths (draft run)")
-    for path, what in ((config, "--config"), (torch_root, "--torch-root")):
+    for path, what in ((config, "--config"), (torch_root, "--torch-root"), (profile, "--profile")):
         if path is not None and not path.exists():
             from testcurator.errors import MissingPathError
 
             raise MissingPathError(path, what)
-    spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
-                   backend=backend, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
-    result = execute(spec, NullProgress() if quiet else RichProgress())
-    console.print(summary_table(result.records, f"{len(result.records)} tests"))
+    if shard is not None and shards > 1:
+        raise BadInputError("exec: --shard K/N runs one shard, --shards N runs them all: give one of them")
+    if group is not None:
+        if config is None:
+            raise BadInputError("exec: --group needs --config (the group narrows the config's files)")
+        from testcurator.pipelines.shard_plan import group_paths
+
+        paths = [*(paths or []), *group_paths(config, torch_root, group)]
+    loaded = load_profile(profile, check_paths=False)[0] if profile is not None else None
+    env = tuple(sorted(backend_run_env(loaded, profile).items())) if loaded is not None and profile is not None else ()
+    spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root,
+                   device=device or (loaded.device.torch_name if loaded else None),
+                   backend=backend or (loaded.backend_module if loaded else None), workers=workers,
+                   timeout=timeout or None, retries=retries, rootdir=rootdir, env=env,
+                   shard=str(ShardRef.parse(shard)) if shard else None)
+    options = ExecutorOptions(resources=dict(loaded.resources) if loaded else {},
+                              say=lambda message: console.print(message, markup=False))
+    records = run_sharded(spec, shards=shards, executor=make_executor(executor, options),
+                          store=_store(state_dir, durations), source="exec",
+                          progress=NullProgress() if quiet else RichProgress())
+    console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
+
+
+def _store(state_dir: Optional[Path], durations: Optional[Path]) -> DurationStore:
+    """The state dir's durations, with a pytest-split file merged in when given."""
+    from testcurator.memory.paths import resolve_state_dir
+    from testcurator.runner.durations import DurationStore
+
+    store = DurationStore(resolve_state_dir(state_dir))
+    if durations is not None:
+        store.import_file(durations)
+    return store
 
 
 def refine_command(
@@ -110,11 +151,12 @@ def refine_command(
 ) -> None:
     """Ingest results made elsewhere (JUnit XML, JSONL), classify failures; with --config, re-bucket that config in place."""
     from testcurator.runner.ingest import load_results
-    from testcurator.runner.records import write_jsonl
+    from testcurator.runner.merge import run_manifests, write_outputs
 
     results = [*results, *(more or [])]
     records = load_results(results, devices=tuple(device or ()))
-    write_jsonl(out / "results.jsonl", records)
+    # Shards' run folders merge losslessly: their records, and their manifests side by side.
+    write_outputs(out, records, run_manifests(results))
     console.print(summary_table(records, f"{len(records)} tests from {len(results)} input(s)"))
     console.print(f"results: {out / 'results.jsonl'}", markup=False)
     if config is not None:

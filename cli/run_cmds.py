@@ -26,6 +26,8 @@ def run_cmd(
     capture_ops: Annotated[bool, typer.Option("--capture-ops/--no-capture-ops", help="Run tests once on CPU to map them to aten ops.")] = True,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible endpoint (else OPENAI_BASE_URL).")] = None,
     llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="Model name (else TESTCURATOR_LLM_MODEL).")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="Where capture, draft and verify run: local or ray.")] = "local",
+    shards: Annotated[int, typer.Option("--shards", min=1, help="Shards per heavy step, split by recorded duration.")] = 1,
 ) -> None:
     """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs and a report."""
     from testcurator.pipelines.run import RunOptions, run_nightly
@@ -33,7 +35,8 @@ def run_cmd(
     console = Console(highlight=False)
     opts = RunOptions(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                       brain=brain, execute=execute, resume=resume, workers=workers, timeout=timeout, retries=retries,
-                      embed=embed, capture_ops=capture_ops, llm_base_url=llm_base_url, llm_model=llm_model)
+                      embed=embed, capture_ops=capture_ops, llm_base_url=llm_base_url, llm_model=llm_model,
+                      executor=executor, shards=shards)
     state = run_nightly(opts, lambda message: console.print(message, markup=False))
     verify = state.get("verified")
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}"

@@ -16,6 +16,7 @@ ops discovered in ``source_paths`` (agents/discover.py). Example::
     supported_dtypes: [{name: float32}, {name: bfloat16}]
     supported_ops: [{name: add}, {name: matmul, dtypes: [{name: float32}]}]
     env: {CURATEDEV_ALLOW_OPS: "add,mul"}
+    resources: {curatedev: 1}             # what a shard asks of a Ray node (--executor ray)
 
 Validated like the config (unknown keys are errors, reported as ``file:line:col``).
 Relative paths resolve against the profile's folder.
@@ -23,6 +24,7 @@ Relative paths resolve against the profile's folder.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -95,6 +97,19 @@ class BackendProfile(_Strict):
     supported_ops: list[OpRef] | None = Field(default=None, description="Declared ops (OpInfo names); absent means not declared.")
     discover_ops: bool = Field(default=True, description="Find registered ops in source_paths (TORCH_LIBRARY_IMPL, torch.library).")
     env: dict[str, str] = Field(default_factory=dict, description="Environment for test runs (e.g. the backend's op allowlist).")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="What one test shard needs of a host, as Ray custom resources (e.g. {curatedev: 1}): "
+        "with --executor ray a shard runs only on a node started with these resources.",
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _positive_resources(cls, resources: dict[str, float]) -> dict[str, float]:
+        bad = sorted(k for k, v in resources.items() if not k or v <= 0)
+        if bad:
+            raise ValueError(f"resources must be positive amounts: {', '.join(bad)}")
+        return resources
 
     @field_validator("hooks")
     @classmethod
@@ -103,6 +118,17 @@ class BackendProfile(_Strict):
         if dupes:
             raise ValueError(f"hooks listed twice: {', '.join(dupes)}")
         return hooks
+
+
+def backend_run_env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:
+    """Environment for the backend's test processes: its ``env``, its ``python_path``
+    (relative to the profile) ahead of ``$PYTHONPATH``, and PyTorch's plain failure text."""
+    env = dict(profile.env)
+    paths = [str((profile_path.parent / p).resolve()) for p in profile.python_path]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
+    return env
 
 
 def load_profile(path: Path, *, check_paths: bool = True) -> tuple[BackendProfile, dict[str, list[Path]]]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.agents.brain import BackendContext, Brain
-from testcurator.config.profile import BackendProfile
+from testcurator.config.profile import BackendProfile, backend_run_env
 
 Say = Callable[[str], None]
 
@@ -34,6 +33,10 @@ class RunContext:
     workers: int = 1
     timeout: float = 300.0
     retries: int = 1
+    # Where the heavy steps (CPU op capture, draft execution, verification) run, in how
+    # many shards (runner/executors.py, runner/shardrun.py).
+    executor: str = "local"
+    shards: int = 1
     # Delta mode (testcurator upgrade): only these ``file::generic`` tests are bucketed, run,
     # refined and emitted; every other entry of the configs is left as it is. None: all tests.
     only_tests: frozenset[str] | None = None
@@ -64,9 +67,4 @@ class RunContext:
 
     def backend_env(self) -> Mapping[str, str]:
         """Environment for test processes: the profile's python_path and env."""
-        env = dict(self.profile.env)
-        paths = [str((self.profile_path.parent / p).resolve()) for p in self.profile.python_path]
-        if paths:
-            env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
-        return env
+        return backend_run_env(self.profile, self.profile_path)

@@ -21,6 +21,7 @@ from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import ExecutionError
 from testcurator.memory.api import build
+from testcurator.memory.capture_shards import CAPTURE_TIMEOUT
 from testcurator.memory.opmap import OpMap
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
@@ -61,7 +62,7 @@ def captured_delta(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Pa
     if not cache.exists():
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(".part")
-        extra = [f"--curate-capture-ops={tmp}", f"--curate-timeout={memory_stage.CAPTURE_TIMEOUT}",
+        extra = [f"--curate-capture-ops={tmp}", f"--curate-timeout={CAPTURE_TIMEOUT}",
                  "--curate-config", str(_selection_config(ctx, store, files)), "--curate-torch-root", str(ctx.torch_root),
                  # -k deselects (cheap) what the config would only skip (a report per test); it
                  # matches substrings, so it may keep a few more, which the config then skips.

@@ -9,7 +9,6 @@ exclusions), the reason naming the failure class and its evidence line.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from testcurator.agents.brain import ExecutionRecord, op_key
 from testcurator.agents.refine import group_records
 from testcurator.config.editor import ConfigEditor, EntrySpec
-from testcurator.config.profile import BackendProfile, load_profile
+from testcurator.config.profile import BackendProfile, load_profile, backend_run_env
 from testcurator.errors import BadInputError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
@@ -31,16 +30,6 @@ if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult
 
 QUIET = UNRELATED_PLUGINS_OFF
-
-
-def _env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:
-    # Same environment as the pipeline's runs (RunContext.backend_env).
-    env = dict(profile.env)
-    paths = [str((profile_path.parent / p).resolve()) for p in profile.python_path]
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
-    return env
 
 
 def _exec_config(folder: Path, profile: BackendProfile, admitted: Sequence[Admission], op: str) -> Path:
@@ -93,7 +82,7 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     config = _exec_config(folder, profile, result.admitted, opts.op)
     spec = RunSpec(out_dir=folder / "exec", config=config, torch_root=root, device=profile.device.torch_name,
                    backend=profile.backend_module, timeout=opts.timeout, retries=1,
-                   env=tuple(sorted(_env(profile, opts.backend.resolve()).items())), extra_args=QUIET)
+                   env=tuple(sorted(backend_run_env(profile, opts.backend.resolve()).items())), extra_args=QUIET)
     execute(spec)
     executions = group_records(read_jsonl(folder / "exec" / "results.jsonl"), root)
     demote: dict[tuple[str, str], list[EntrySpec]] = defaultdict(list)

@@ -42,6 +42,8 @@ class RunOptions:
     capture_ops: bool = True
     llm_base_url: str | None = None
     llm_model: str | None = None
+    executor: str = "local"
+    shards: int = 1
 
 
 def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendContext:
@@ -76,7 +78,7 @@ def make_context(opts: RunOptions, say: Say) -> RunContext:
         out_dir=opts.out_dir.resolve(), state_dir=opts.state_dir.resolve(), brain=_brain(opts),
         backend=_backend_context(profile, paths["source_paths"]), execute=opts.execute,
         capture_ops=opts.capture_ops, embed=opts.embed, workers=opts.workers, timeout=opts.timeout,
-        retries=opts.retries, say=say,
+        retries=opts.retries, executor=opts.executor, shards=opts.shards, say=say,
     )
 
 

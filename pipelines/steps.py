@@ -22,7 +22,9 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
-from testcurator.runner.execute import execute
+from testcurator.runner.durations import DurationStore
+from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
+from testcurator.runner.shardrun import run_sharded
 from testcurator.runner.records import read_jsonl
 
 EXEC_CONFIG = "exec_config"
@@ -103,6 +105,12 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
     return root
 
 
+def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Executor:
+    """The run's executor; a test shard asks for the profile's resources (the device)."""
+    res = dict(ctx.profile.resources) if resources is None else resources
+    return make_executor(ctx.executor, ExecutorOptions(resources=res, say=ctx.say))
+
+
 def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
     done = store.path(out, "results.jsonl")
     if not done.exists():
@@ -110,7 +118,9 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())),
                        extra_args=UNRELATED_PLUGINS_OFF)
-        execute(spec)
+        with DurationStore(ctx.state_dir) as durations:
+            run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
+                        source="draft" if out == "exec" else out)
     return read_jsonl(done)
 
 

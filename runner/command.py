@@ -36,6 +36,8 @@ class RunSpec:
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
+    shard: str | None = None  # "K/N": only that shard of the selection (testcurator.sharding)
+    durations: Path | None = None  # pytest-split .test_durations file the shard split reads
 
     @property
     def cwd(self) -> Path:
@@ -71,6 +73,15 @@ def select(spec: RunSpec) -> Selection:
         raise BadInputError(f"{spec.config}: none of the config's {len(missing)} test file(s) exist "
                             f"(first: {missing[0] if missing else '-'}); check --torch-root")
     return Selection(tuple(present), tuple(missing))
+
+
+def shard_args(spec: RunSpec) -> list[str]:
+    """Options that split the collection; only the first pytest of a run gets them (later
+    ones rerun named node ids, which must not be split again)."""
+    if spec.shard is None:
+        return []
+    durations = [f"--curate-durations={spec.durations.resolve()}"] if spec.durations else []
+    return [f"--curate-shard={spec.shard}", *durations]
 
 
 def _autoload_disabled(env: dict[str, str]) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from testcurator.errors import MemoryStoreError
 from testcurator.runner.records import TestRecord
-from testcurator.sharding import read_test_durations, write_test_durations
+from testcurator.sharding import file_of, read_test_durations, write_test_durations
 
 DURATIONS_DB = "durations.sqlite"
 _SCHEMA = """
@@ -92,6 +92,17 @@ class DurationStore:
         if prefix:
             sql, params = sql + " WHERE substr(nodeid, 1, ?) = ?", (len(prefix), prefix)
         return dict(self.conn.execute(sql + " ORDER BY nodeid", params).fetchall())
+
+    def known_for(self, device: str | None) -> dict[str, float]:
+        """Node id -> seconds for planning runs on ``device``: per file, its own timings when
+        it has any (imported ones count as its own), else those of other devices (a CPU
+        capture's timing says more than nothing)."""
+        rows = self.rows()
+        if device is None:
+            return {r["nodeid"]: r["seconds"] for r in rows}
+        own = {file_of(r["nodeid"]) for r in rows if r["device"] in (device, None)}
+        return {r["nodeid"]: r["seconds"] for r in rows
+                if r["device"] in (device, None) or file_of(r["nodeid"]) not in own}
 
     def rows(self) -> list[dict[str, Any]]:
         if not self.path.exists():
