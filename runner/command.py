@@ -122,7 +122,9 @@ def pytest_command(
         cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
     if workers > 1:
         cmd += ["-n", str(workers)]
-    cmd += ["--rootdir", str(spec.cwd), "-c", str(_inifile(spec.cwd, argsfile.parent))]
+    # --confcutdir: with the empty ini in the state dir, pytest would stop looking for the
+    # tree's conftest.py files at that ini's folder and load none of them.
+    cmd += ["--rootdir", str(spec.cwd), "-c", str(_inifile(spec.cwd, argsfile.parent)), "--confcutdir", str(spec.cwd)]
     return cmd + list(spec.extra_args)
 
 
