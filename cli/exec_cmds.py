@@ -83,6 +83,8 @@ def exec_command(
     shard: Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="run only shard K of N, split by duration (a CI matrix leg)")] = None,
     shards: Annotated[int, typer.Option("--shards", min=1, help="split into N shards, run them all on --executor, merge")] = 1,
     group: Annotated[Optional[str], typer.Option("--group", help="only the config's files of this feature group (see `shards plan`)")] = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", help="L1 (from the tiers file), L2 (the config) or L3 (held-back tests as probes)")] = None,
+    tiers_file: Annotated[Optional[Path], typer.Option("--tiers-file", help="written by `testcurator tiers` (default: tiers.json beside the config)")] = None,
     executor: Annotated[str, typer.Option("--executor", help="where shards run: local (default) or ray")] = "local",
     profile: Annotated[Optional[Path], typer.Option("--profile", help="backend profile (backend.yaml): device, backend module, test env, and the Ray resources a shard asks for")] = None,
     durations: Annotated[Optional[Path], typer.Option("--durations", help="pytest-split .test_durations to split by (added to the state dir's)")] = None,
@@ -113,12 +115,13 @@ def exec_command(
         from testcurator.pipelines.shard_plan import group_paths
 
         paths = [*(paths or []), *group_paths(config, torch_root, group)]
+    extra = _tier_args(tier, tiers_file, config)
     loaded = load_profile(profile, check_paths=False)[0] if profile is not None else None
     env = tuple(sorted(backend_run_env(loaded, profile).items())) if loaded is not None and profile is not None else ()
     spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root,
                    device=device or (loaded.device.torch_name if loaded else None),
                    backend=backend or (loaded.backend_module if loaded else None), workers=workers,
-                   timeout=timeout or None, retries=retries, rootdir=rootdir, env=env,
+                   timeout=timeout or None, retries=retries, rootdir=rootdir, env=env, extra_args=extra,
                    shard=str(ShardRef.parse(shard)) if shard else None)
     options = ExecutorOptions(resources=dict(loaded.resources) if loaded else {},
                               say=lambda message: console.print(message, markup=False))
@@ -128,6 +131,29 @@ def exec_command(
     console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
+
+
+def _tier_args(tier: Optional[str], tiers_file: Optional[Path], config: Optional[Path]) -> tuple[str, ...]:
+    """pytest options that select a tier (plugin/tiers.py); checked here, before any run."""
+    from testcurator.errors import BadInputError
+    from testcurator.tiers import TIERS, read_l1_keys
+
+    if tier is None:
+        return ()
+    if tier not in TIERS:
+        raise BadInputError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    if tier == "L3" and config is None:
+        raise BadInputError("--tier L3 needs --config (it probes what the config holds back)")
+    if tier != "L1":
+        return (f"--curate-tier={tier}",)
+    if tiers_file is None:
+        if config is None:
+            raise BadInputError("--tier L1 needs --tiers-file or --config (tiers.json beside it)")
+        from testcurator.pipelines.tiers import default_tiers_file
+
+        tiers_file = default_tiers_file(config)
+    read_l1_keys(tiers_file)  # a missing or bad file is bad input now, not a pytest usage error later
+    return (f"--curate-tier={tier}", f"--curate-tier-file={tiers_file.resolve()}")
 
 
 def _store(state_dir: Optional[Path], durations: Optional[Path]) -> DurationStore:

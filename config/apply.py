@@ -27,7 +27,7 @@ class Applied:
 
     mode: str
     reason: str
-    origin: str  # entry | unlisted_test | unlisted_file | edit | capability
+    origin: str  # entry | unlisted_test | unlisted_file | edit | capability | probe (tier L3)
     location: Location | None = None
 
     @property
@@ -120,3 +120,12 @@ def decide(config: LoadedConfig, file: ResolvedFile | None, ident: TestIdentity)
         return Applied(mode, f"not listed in the curate config (unlisted_test_mode: {mode})", "unlisted_test", file.location)
     reason = entry.reason or f"curated as {entry.mode}"
     return Applied(entry.mode, f"{reason} ({entry.location})", "entry", entry.location)
+
+
+def probe(applied: Applied) -> Applied:
+    """Tier L3: what the config holds back runs as a strict-xfail probe, so an unexpected
+    pass says it newly works. Skips from an edit or a missing capability, and ``xfail``
+    entries, become ``xfail_strict``; everything else is unchanged."""
+    if applied.mode == "xfail" or (applied.mode == "skip" and applied.origin in ("edit", "capability")):
+        return Applied("xfail_strict", f"L3 probe (was {applied.mode}): {applied.reason}", "probe", applied.location)
+    return applied

@@ -313,6 +313,19 @@ class OpMap:
                 out.setdefault(device or "-", []).append(dtype or "-")
         return {device: sorted(dtypes) for device, dtypes in sorted(out.items())}
 
+    def captured(self) -> Iterator[OpRecord]:
+        """Every captured record with its aten ops (what tier L1 covers ops with)."""
+        if not self.exists():
+            return
+        ops: dict[int, list[str]] = {}
+        for record_id, aten in self.conn.execute("SELECT record_id, aten FROM record_ops ORDER BY record_id, aten"):
+            ops.setdefault(record_id, []).append(aten)
+        rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module, outcome FROM records "
+                                 "WHERE source = 'captured' ORDER BY node_id")
+        for rid, node_id, generic, device, dtype, op, module, outcome in rows:
+            yield OpRecord(node_id, generic, "captured", device=device, dtype=dtype, op=op, module=module,
+                           outcome=outcome, aten=tuple(ops.get(rid, ())))
+
     def counts(self) -> dict[str, int]:
         """Records per source, and distinct aten ops: for summaries."""
         out = {src: 0 for src in SOURCES}

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from testcurator.config.apply import Applied, decide
+from testcurator.config.apply import Applied, decide, probe
 from testcurator.config.loader import LoadedConfig, ResolvedFile
 from testcurator.names import TestIdentity, identify
 
@@ -83,13 +83,15 @@ class CuratePlugin:
         self._junit = bool(getattr(config.option, "xmlpath", None))
         self._files: dict[Path, ResolvedFile | None] = {}
         self._decisions: dict[tuple[object, ...], Applied] = {}
+        self._probe = config.getoption("curate_tier", None) == "L3"  # plugin/tiers.py
 
     def _decide(self, file: ResolvedFile | None, ident: TestIdentity) -> Applied:
         # Instances differing only in @parametrize values share one outcome: decide once.
         key = (id(file), ident.cls, ident.test, ident.dtype, ident.op, ident.op_variant, ident.module)
         applied = self._decisions.get(key)
         if applied is None:
-            applied = self._decisions[key] = decide(self.loaded, file, ident)
+            applied = decide(self.loaded, file, ident)
+            self._decisions[key] = applied = probe(applied) if self._probe else applied
         return applied
 
     def file_for(self, path: Path) -> ResolvedFile | None:

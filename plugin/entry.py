@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.plugin import capture, events, shard
+from testcurator.plugin import capture, events, shard, tiers
 
-_EXTENSIONS = (capture, events, shard)
+_EXTENSIONS = (capture, events, tiers, shard)
 
 
 def _existing_path(value: str) -> Path:
