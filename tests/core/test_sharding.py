@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from testcurator.errors import BadInputError
-from testcurator.sharding import (DEFAULT_DURATION_S, MIN_DURATION_S, ShardRef, estimate, read_test_durations, split,
-                                  write_test_durations)
+from testcurator.sharding import (DEFAULT_DURATION_S, MIN_DURATION_S, ShardRef, estimate, least_duration,
+                                  read_test_durations, split, write_test_durations)
 
 
 @pytest.mark.parametrize(("text", "index", "count"), [("1/1", 1, 1), ("2/8", 2, 8), (" 8 / 8 ", 8, 8)])
@@ -102,3 +102,22 @@ def test_durations_file_round_trip_and_errors(tmp_path: Path) -> None:
         bad.write_text(body)
         with pytest.raises(BadInputError, match=match):
             read_test_durations(bad)
+
+
+@pytest.mark.parametrize(("n", "count", "seed"), [(1, 1, 0), (7, 3, 1), (500, 8, 2), (3000, 64, 3), (40, 50, 4)])
+def test_least_duration_splits_exactly_like_pytest_split(n: int, count: int, seed: int) -> None:
+    from pytest_split.algorithms import Algorithms
+
+    class Item(str):  # what pytest-split reads of an item: .nodeid, and str() for its name order
+        @property
+        def nodeid(self) -> str:
+            return str.__str__(self)
+
+    rng = random.Random(seed)
+    ids = [f"test/test_{rng.randrange(9)}.py::T::test_{i}" for i in range(n)]
+    # Ties on purpose: many tests share a duration, so the tie-breaking order matters.
+    durations = {nid: float(rng.choice([0.5, 1.0, 1.0, 2.0, rng.random() * 10])) for nid in ids}
+    theirs = Algorithms.least_duration.value(count, [Item(i) for i in ids], durations)
+    ours, sums = least_duration(ids, durations, count)
+    assert [[ids[i] for i in sorted(g)] for g in ours] == [[str(x) for x in g.selected] for g in theirs]
+    assert sums == pytest.approx([g.duration for g in theirs])
