@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -20,9 +20,6 @@ from rich.table import Table
 from rich.text import Text
 
 from testcurator.runner.records import TestRecord
-
-if TYPE_CHECKING:
-    from testcurator.runner.durations import DurationStore
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
 console = Console(highlight=False, soft_wrap=True)
@@ -92,13 +89,11 @@ def exec_command(
     paths: Annotated[Optional[list[str]], typer.Argument(help="test files or node ids (draft run, or narrow the config)")] = None,
 ) -> None:
     """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json."""
-    from testcurator.config.profile import backend_run_env, load_profile
+    from testcurator.cli import exec_scale
     from testcurator.errors import BadInputError
     from testcurator.runner.command import RunSpec
-    from testcurator.runner.executors import ExecutorOptions, make_executor
     from testcurator.runner.progress import NullProgress, RichProgress
     from testcurator.runner.shardrun import run_sharded
-    from testcurator.sharding import ShardRef
 
     if config is None and not paths:
         raise BadInputError("exec: give --config DIR (curated run) or test paths (draft run)")
@@ -107,64 +102,15 @@ def exec_command(
             from testcurator.errors import MissingPathError
 
             raise MissingPathError(path, what)
-    if shard is not None and shards > 1:
-        raise BadInputError("exec: --shard K/N runs one shard, --shards N runs them all: give one of them")
-    if group is not None:
-        if config is None:
-            raise BadInputError("exec: --group needs --config (the group narrows the config's files)")
-        from testcurator.pipelines.shard_plan import group_paths
-
-        paths = [*(paths or []), *group_paths(config, torch_root, group)]
-    extra = _tier_args(tier, tiers_file, config)
-    loaded = load_profile(profile, check_paths=False)[0] if profile is not None else None
-    env = tuple(sorted(backend_run_env(loaded, profile).items())) if loaded is not None and profile is not None else ()
-    spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root,
-                   device=device or (loaded.device.torch_name if loaded else None),
-                   backend=backend or (loaded.backend_module if loaded else None), workers=workers,
-                   timeout=timeout or None, retries=retries, rootdir=rootdir, env=env, extra_args=extra,
-                   shard=str(ShardRef.parse(shard)) if shard else None)
-    options = ExecutorOptions(resources=dict(loaded.resources) if loaded else {},
-                              say=lambda message: console.print(message, markup=False))
-    records = run_sharded(spec, shards=shards, executor=make_executor(executor, options),
-                          store=_store(state_dir, durations), source="exec",
+    scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, profile, durations, state_dir)
+    spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
+                   backend=backend, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
+    spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
+    records = run_sharded(spec, shards=shards, executor=runner, store=store, source="exec",
                           progress=NullProgress() if quiet else RichProgress())
     console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
-
-
-def _tier_args(tier: Optional[str], tiers_file: Optional[Path], config: Optional[Path]) -> tuple[str, ...]:
-    """pytest options that select a tier (plugin/tiers.py); checked here, before any run."""
-    from testcurator.errors import BadInputError
-    from testcurator.tiers import TIERS, read_l1_keys
-
-    if tier is None:
-        return ()
-    if tier not in TIERS:
-        raise BadInputError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
-    if tier == "L3" and config is None:
-        raise BadInputError("--tier L3 needs --config (it probes what the config holds back)")
-    if tier != "L1":
-        return (f"--curate-tier={tier}",)
-    if tiers_file is None:
-        if config is None:
-            raise BadInputError("--tier L1 needs --tiers-file or --config (tiers.json beside it)")
-        from testcurator.pipelines.tiers import default_tiers_file
-
-        tiers_file = default_tiers_file(config)
-    read_l1_keys(tiers_file)  # a missing or bad file is bad input now, not a pytest usage error later
-    return (f"--curate-tier={tier}", f"--curate-tier-file={tiers_file.resolve()}")
-
-
-def _store(state_dir: Optional[Path], durations: Optional[Path]) -> DurationStore:
-    """The state dir's durations, with a pytest-split file merged in when given."""
-    from testcurator.memory.paths import resolve_state_dir
-    from testcurator.runner.durations import DurationStore
-
-    store = DurationStore(resolve_state_dir(state_dir))
-    if durations is not None:
-        store.import_file(durations)
-    return store
 
 
 def refine_command(

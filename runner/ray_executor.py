@@ -1,8 +1,9 @@
 """``--executor ray``: each shard is a Ray task on the cluster that has the device.
 
-The cluster is the one at ``--ray-address`` / ``RAY_ADDRESS``; without one, a local
-single-node cluster is started for the run (and offers the profile's resources, since this
-machine is then the device host). Each task asks for the backend's device as the custom
+The cluster is the one at ``RAY_ADDRESS``; without one, a local single-node cluster is
+started for the run (and offers the profile's resources, since this machine is then the
+device host; Ray's defaults apply to it, token authentication included, which keeps its
+token in ``~/.ray/auth_token`` unless ``RAY_AUTH_MODE`` says otherwise). Each task asks for the backend's device as the custom
 resources of the backend profile (``resources: {curatedev: 1}``), so a shard lands only on
 a node started with ``ray start --resources '{"curatedev": 1}'``.
 

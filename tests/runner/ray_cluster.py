@@ -61,7 +61,10 @@ def _node_ports() -> list[str]:
 
 
 def cluster_env() -> dict[str, str]:
-    return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_raylet_start_wait_time_s=str(READY_TIMEOUT_S))
+    # RAY_AUTH_MODE explicit: otherwise a token left in ~/.ray by any earlier local
+    # ray.init() turns authentication on for some processes of the cluster and not others.
+    return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_raylet_start_wait_time_s=str(READY_TIMEOUT_S),
+                RAY_AUTH_MODE="disabled")
 
 
 def _sessions_alive(sessions: set[int]) -> list[int]:

@@ -1,0 +1,93 @@
+"""What `exec`'s scale-out options add to a run: shards, feature group, tier, executor,
+backend profile and durations (kept out of ``exec_cmds`` so that module stays the command).
+
+:func:`prepare` checks the options (bad input before anything runs) and returns the run
+spec with them applied, the executor, and the durations store the run records into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from testcurator.errors import BadInputError
+from testcurator.runner.command import RunSpec
+from testcurator.runner.durations import DurationStore
+from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    shard: str | None = None
+    shards: int = 1
+    group: str | None = None
+    tier: str | None = None
+    tiers_file: Path | None = None
+    executor: str = "local"
+    profile: Path | None = None
+    durations: Path | None = None
+    state_dir: Path | None = None
+
+
+def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tuple[RunSpec, Executor, DurationStore]:
+    from testcurator.sharding import ShardRef
+
+    if opts.shard is not None and opts.shards > 1:
+        raise BadInputError("exec: --shard K/N runs one shard, --shards N runs them all: give one of them")
+    spec = replace(spec, shard=str(ShardRef.parse(opts.shard)) if opts.shard else None,
+                   paths=spec.paths + _group_paths(spec, opts.group),
+                   extra_args=spec.extra_args + tier_args(opts.tier, opts.tiers_file, spec.config))
+    resources: dict[str, float] = {}
+    if opts.profile is not None:
+        from testcurator.config.profile import backend_run_env, load_profile
+
+        profile = load_profile(opts.profile, check_paths=False)[0]
+        resources = dict(profile.resources)
+        spec = replace(spec, device=spec.device or profile.device.torch_name,
+                       backend=spec.backend or profile.backend_module,
+                       env=tuple(sorted(backend_run_env(profile, opts.profile).items())))
+    executor = make_executor(opts.executor, ExecutorOptions(resources=resources, say=say))
+    return spec, executor, durations_store(opts.state_dir, opts.durations)
+
+
+def _group_paths(spec: RunSpec, group: str | None) -> tuple[str, ...]:
+    if group is None:
+        return ()
+    if spec.config is None:
+        raise BadInputError("exec: --group needs --config (the group narrows the config's files)")
+    from testcurator.pipelines.shard_plan import group_paths
+
+    return tuple(group_paths(spec.config, spec.torch_root, group))
+
+
+def tier_args(tier: str | None, tiers_file: Path | None, config: Path | None) -> tuple[str, ...]:
+    """pytest options that select a tier (plugin/tiers.py); checked here, before any run."""
+    from testcurator.tiers import TIERS, read_l1_keys
+
+    if tier is None:
+        return ()
+    if tier not in TIERS:
+        raise BadInputError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    if tier == "L3" and config is None:
+        raise BadInputError("--tier L3 needs --config (it probes what the config holds back)")
+    if tier != "L1":
+        return (f"--curate-tier={tier}",)
+    if tiers_file is None:
+        if config is None:
+            raise BadInputError("--tier L1 needs --tiers-file or --config (tiers.json beside it)")
+        from testcurator.pipelines.tiers import default_tiers_file
+
+        tiers_file = default_tiers_file(config)
+    read_l1_keys(tiers_file)  # a missing or bad file is bad input now, not a pytest usage error later
+    return (f"--curate-tier={tier}", f"--curate-tier-file={tiers_file.resolve()}")
+
+
+def durations_store(state_dir: Path | None, durations: Path | None) -> DurationStore:
+    """The state dir's durations, with a pytest-split file merged in when given."""
+    from testcurator.memory.paths import resolve_state_dir
+
+    store = DurationStore(resolve_state_dir(state_dir))
+    if durations is not None:
+        store.import_file(durations)
+    return store
