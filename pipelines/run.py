@@ -10,7 +10,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,8 @@ def run_nightly(opts: RunOptions, say: Say, *, ctx: RunContext | None = None,
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    # Subprocesses run in the torch root: every path handed to them must be absolute.
+    opts = replace(opts, state_dir=opts.state_dir.resolve(), out_dir=opts.out_dir.resolve())
     delta = ctx is not None and ctx.delta
     ctx = ctx if ctx is not None else make_context(opts, say)
     ctx.out_dir.mkdir(parents=True, exist_ok=True)

@@ -208,3 +208,12 @@ def test_one_uncollectable_file_does_not_stop_the_run(kit: ModuleType, tmp_path:
     out = tmp_path / "out"
     assert kit.run_cli(tree, backend, out, tmp_path / "state", "--no-execute", "--no-embed", "--no-capture-ops") == 0
     assert "test/test_small_math.py::TestSmallMath::test_add_float" in kit.entries(out / "configs", tree)
+
+
+def test_relative_state_and_out_dirs(kit: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The collect-only pass runs in the torch root: a relative --state-dir must not send its
+    # capture file there (it did: "collecting 4 file(s) failed (pytest exit 0)").
+    tree, backend = kit.write_small_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert kit.run_cli(tree, backend, Path("out"), Path("state"), "--no-execute", "--no-embed", "--no-capture-ops") == 0
+    assert (tmp_path / "out" / "configs").is_dir() and (tmp_path / "state" / "runs").is_dir()
