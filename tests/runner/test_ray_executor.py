@@ -22,7 +22,8 @@ from ray_cluster import cluster_env, ray_cluster, task_processes  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 TC = str(Path(sys.executable).with_name("testcurator"))
-pytestmark = pytest.mark.slow
+# One cluster per module: all its tests on one xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from testcurator.errors import ExecutionError
 from testcurator.runner.executors import Job, LocalExecutor, ShardFailedError, make_executor
 
 TC = str(Path(sys.executable).with_name("testcurator"))
+pytestmark = pytest.mark.xdist_group("shardrun")  # the module's runs are made once, on one worker
 
 FILE_A = """
 import time
