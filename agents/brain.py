@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
+from testcurator.vocab import RAILS_FAILED, RAILS_PASSED
 
 if TYPE_CHECKING:
     from testcurator.agents.llm_client import LLMSettings
     from testcurator.config.profile import BackendProfile
-
-FAILED_OUTCOMES = frozenset({"failed", "error", "timeout"})
-PASSED_OUTCOMES = frozenset({"passed"})
-
 
 def op_key(name: str) -> str:
     """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
@@ -167,11 +164,11 @@ class ExecutionRecord:
 
     @property
     def consistently_failed(self) -> bool:
-        return bool(self.outcomes) and all(o in FAILED_OUTCOMES for o in self.outcomes)
+        return bool(self.outcomes) and all(o in RAILS_FAILED for o in self.outcomes)
 
     @property
     def consistently_passed(self) -> bool:
-        return bool(self.outcomes) and all(o in PASSED_OUTCOMES for o in self.outcomes)
+        return bool(self.outcomes) and all(o in RAILS_PASSED for o in self.outcomes)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from testcurator.config.schema import Mode
+from testcurator.vocab import Mode
 from testcurator.errors import BrainError
 
 

@@ -16,7 +16,7 @@ from testcurator.agents.offline_rules import (
 )
 from testcurator.agents.offline_scope import path_facts
 from testcurator.config.profile import HOOKS
-from testcurator.config.schema import MODES
+from testcurator.vocab import MODES
 
 
 _TORCH_DEVICES = frozenset({"cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta", "xla", "lazy", "ipu", "ve", "vulkan",

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from testcurator.agents.brain import BackendContext
 from testcurator.agents.decision import Decision, FileDecision
-from testcurator.config.schema import Mode
+from testcurator.vocab import Mode
 
 
 BRAIN = "offline"

@@ -12,10 +12,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from testcurator.names import dtype_names, instantiated_hint, is_generic_name
+from testcurator.vocab import Mode
 
 SCHEMA_VERSION = 1
-Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
-MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
 
 
 def _check_generic_name(name: str) -> str:

@@ -24,6 +24,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
+from testcurator.vocab import FAILING
 
 EXEC_CONFIG = "exec_config"
 
@@ -148,7 +149,7 @@ def verify(ctx: RunContext, store: RunStore) -> None:
     outcomes = Counter(r.outcome for r in records)
     store.write_json("verify.json", {
         "outcomes": dict(sorted(outcomes.items())),
-        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in ("failed", "error", "crashed", "timeout")),
+        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in FAILING),
         "unexpected_passes": sorted(r.nodeid for r in records if r.outcome == "xpassed"),
     })
     ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))

@@ -21,7 +21,8 @@ from typing import Any
 
 from testcurator.names import parse_name
 from testcurator.runner.classify import classify
-from testcurator.runner.records import FAILING, TestRecord, truncate
+from testcurator.runner.records import TestRecord, truncate
+from testcurator.vocab import FAILING
 
 
 class EventTail:

@@ -29,7 +29,8 @@ from pathlib import Path
 from testcurator.errors import BadInputError, Location
 from testcurator.names import KNOWN_DEVICES, parse_name
 from testcurator.runner.classify import classify
-from testcurator.runner.records import FAILING, TestRecord, truncate
+from testcurator.runner.records import TestRecord, truncate
+from testcurator.vocab import FAILING
 
 _IDENTITY = ("generic", "device", "dtype", "op", "module")
 
