@@ -2,7 +2,7 @@
 
 The profile is the pipeline's second input beside the upstream tree. Stage 1 (scope) reads
 ``hooks`` and ``preferences``; stage 3 (bucket) reads the declared capabilities and the
-ops discovered in ``source_paths`` (agents/discover.py). Example::
+ops discovered in ``source_paths`` (memory/discover.py). Example::
 
     schema_version: 1
     name: curatedev

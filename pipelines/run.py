@@ -48,7 +48,7 @@ def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendCon
     registered: frozenset[str] = frozenset()
     has_fallback = False
     if profile.discover_ops and sources:
-        from testcurator.agents.discover import discover_ops
+        from testcurator.memory.discover import discover_ops
 
         found = discover_ops(sources, profile.device.torch_name)
         registered, has_fallback = found.ops("aten"), found.has_fallback
