@@ -31,7 +31,7 @@ def rebucket_hook(config: Path, records: Sequence[TestRecord], out: Path, torch_
 
     from testcurator.agents.brain import BackendContext
     from testcurator.agents.offline import OfflineBrain
-    from testcurator.agents.rebucket import rebucket
+    from testcurator.pipelines.rebucket import rebucket
     from testcurator.config.yamlio import atomic_write_text
 
     result = rebucket(config, records, OfflineBrain(), BackendContext(name="refine", device=""), torch_root=torch_root)
