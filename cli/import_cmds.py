@@ -18,8 +18,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from testcurator.config.exporters import export_disabled_tests
-from testcurator.config.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
+from testcurator.pipelines.exporters import export_disabled_tests
+from testcurator.pipelines.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
 from testcurator.vocab import MODES
 from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import BadInputError

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from testcurator.cli.main import main
-from testcurator.config.collect import CollectedTest, collect
-from testcurator.config.importers import (
+from testcurator.runner.collect import CollectedTest, collect
+from testcurator.pipelines.importers import (
     import_disabled_tests,
     import_skip_list,
     read_skip_list,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.apply import decide
-from testcurator.config.collect import CollectedTest, collect
+from testcurator.runner.collect import CollectedTest, collect
 from testcurator.config.loader import LoadedConfig, load_config
 from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import BadInputError

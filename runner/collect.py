@@ -2,7 +2,7 @@
 
 Importers and exporters need the real instantiated tests (``TestFooCPU::test_bar_cpu_float32``)
 to say what a name or a pattern stands for. Collection runs in a child ``pytest
---collect-only`` with this module loaded as a plugin (``-p testcurator.config.collect``),
+--collect-only`` with this module loaded as a plugin (``-p testcurator.runner.collect``),
 never in-process: upstream test modules mutate global state at import, and a broken file
 must not take the caller down. The plugin writes one JSON record per item.
 
@@ -98,7 +98,7 @@ def collect(files: Sequence[Path], *, rootdir: Path, env: dict[str, str] | None 
     with tempfile.TemporaryDirectory(prefix="curate-collect-") as tmp:
         out = Path(tmp) / "items.jsonl"
         cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-               "-p", "no:testcurator", "-p", "testcurator.config.collect", f"{OUT_OPTION}={out}",
+               "-p", "no:testcurator", "-p", "testcurator.runner.collect", f"{OUT_OPTION}={out}",
                *[str(Path(f).resolve()) for f in sorted(files)]]
         child_env = {**os.environ, **(env or {})}
         try:
