@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents import memory_stage
+from testcurator.memory import stage as memory_stage
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import ExecutionError

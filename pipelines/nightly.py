@@ -58,7 +58,7 @@ def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
             store.write_json("memory.json", run_delta_memory_stage(ctx, store, state["files"]))
         elif not store.has("memory.json"):
-            from testcurator.agents.memory_stage import run_memory_stage
+            from testcurator.memory.stage import run_memory_stage
 
             store.write_json("memory.json", run_memory_stage(ctx, store, state["files"]))
     figures = store.read_json("memory.json")
