@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,19 +22,16 @@ from typing import Any
 
 from testcurator.memory.api import build
 from testcurator.memory.opmap import OpMap
-from testcurator.memory.static import QUIET_PLUGINS, collect_static, reference_env
+from testcurator.memory.static import collect_static
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
+from testcurator.runner.command import pytest_argv, reference_env, run_logged
 
 CAPTURE_TIMEOUT = 120.0
 
 
 def _pytest(ctx: RunContext, files: Sequence[str], extra: Sequence[str], log: Path) -> int:
-    cmd = [sys.executable, "-m", "pytest", "-q", *QUIET_PLUGINS, *extra, *files]
-    with log.open("w", encoding="utf-8") as out:
-        proc = subprocess.run(cmd, cwd=ctx.torch_root, stdout=out, stderr=subprocess.STDOUT,
-                              env=reference_env(), check=False)
-    return proc.returncode
+    return run_logged(pytest_argv("-q", *extra, *files), cwd=ctx.torch_root, env=reference_env(), log=log)
 
 
 def _content_key(ctx: RunContext, files: Sequence[str]) -> str:

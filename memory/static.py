@@ -8,25 +8,11 @@ records (JSON lines) that :class:`~testcurator.memory.opmap.OpMap` ingests.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
-from testcurator.runner.command import UNRELATED_PLUGINS_OFF
-
-QUIET_PLUGINS = ("-p", "no:cacheprovider", *UNRELATED_PLUGINS_OFF)
-
-
-def reference_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for reference runs on CPU, whatever backend the user targets."""
-    env = dict(os.environ)
-    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "cpu"
-    env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"
-    env.update(extra or {})
-    return env
+from testcurator.runner.command import pytest_argv, reference_env, run_logged
 
 
 def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path) -> Path:
@@ -34,13 +20,11 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     tmp = out.with_name(out.name + ".part")
     # One upstream file that cannot be collected (a missing optional dependency) must not
     # cost the map of all the others.
-    cmd = [sys.executable, "-m", "pytest", "-q", *QUIET_PLUGINS, "--collect-only", "--continue-on-collection-errors",
-           f"--curate-capture-ops={tmp}", *files]
-    with log.open("w", encoding="utf-8") as handle:
-        proc = subprocess.run(cmd, cwd=torch_root, stdout=handle, stderr=subprocess.STDOUT, env=reference_env(), check=False)
+    argv = pytest_argv("-q", "--collect-only", "--continue-on-collection-errors", f"--curate-capture-ops={tmp}", *files)
+    returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
-    if proc.returncode not in (0, 1, 5) or not tmp.exists():
-        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {proc.returncode}); see {log}")
+    if returncode not in (0, 1, 5) or not tmp.exists():
+        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}")
     tmp.replace(out)
     return out

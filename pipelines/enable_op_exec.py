@@ -23,14 +23,12 @@ from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
-from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
+from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
 
 if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult
-
-QUIET = UNRELATED_PLUGINS_OFF
 
 
 def _env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:
@@ -93,7 +91,7 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     config = _exec_config(folder, profile, result.admitted, opts.op)
     spec = RunSpec(out_dir=folder / "exec", config=config, torch_root=root, device=profile.device.torch_name,
                    backend=profile.backend_module, timeout=opts.timeout, retries=1,
-                   env=tuple(sorted(_env(profile, opts.backend.resolve()).items())), extra_args=QUIET)
+                   env=tuple(sorted(_env(profile, opts.backend.resolve()).items())), unrelated_plugins_off=True)
     execute(spec)
     executions = group_records(read_jsonl(folder / "exec" / "results.jsonl"), root)
     demote: dict[tuple[str, str], list[EntrySpec]] = defaultdict(list)

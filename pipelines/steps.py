@@ -21,7 +21,7 @@ from testcurator.memory.paths import memory_db_path
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
+from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
 from testcurator.vocab import FAILING
@@ -109,8 +109,7 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
     if not done.exists():
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
-                       env=tuple(sorted(ctx.backend_env().items())),
-                       extra_args=UNRELATED_PLUGINS_OFF)
+                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
         execute(spec)
     return read_jsonl(done)
 
