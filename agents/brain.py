@@ -16,25 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
-from testcurator.vocab import RAILS_FAILED, RAILS_PASSED
+from testcurator.vocab import RAILS_FAILED, RAILS_PASSED, op_matches
 
 if TYPE_CHECKING:
     from testcurator.agents.llm_client import LLMSettings
     from testcurator.config.profile import BackendProfile
-
-def op_key(name: str) -> str:
-    """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
-    return name.removeprefix("aten::")
-
-
-def op_matches(op: str, entry: str) -> bool:
-    """Whether ``op`` is covered by ``entry``: equal, or an overload of the ATen base ``entry``.
-
-    Only ATen-qualified names have overloads split off: OpInfo names contain dots too.
-    """
-    if op_key(op) == op_key(entry):
-        return True
-    return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)
 
 
 @dataclass(frozen=True)

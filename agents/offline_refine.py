@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest, op_matches
+from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
-from testcurator.vocab import FAILED_EVIDENCE, HARD_FAILURE_CLASSES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode
+from testcurator.vocab import FAILED_EVIDENCE, HARD_FAILURE_CLASSES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches
 
 MAX_EVIDENCE = 8
 

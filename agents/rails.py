@@ -16,9 +16,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest, op_matches
+from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest
 from testcurator.agents.decision import Decision, FileDecision
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_matches
 
 UNKNOWN_TEST = "unknown_test"
 NOT_REQUESTED = "not_requested"

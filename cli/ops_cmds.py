@@ -73,7 +73,7 @@ def tests_for_cmd(
         typer.echo(json.dumps([asdict(h) for h in hits], indent=2))
         return
     for hit in hits:
-        typer.echo(f"{hit.generic}\t{hit.device or '-'}\t{hit.dtype or '-'}\t{hit.source}\t{hit.node_id}")
+        typer.echo(f"{hit.generic}\t{hit.device or '-'}\t{hit.dtype or '-'}\t{hit.source}\t{hit.nodeid}")
     typer.echo(f"{len(hits)} test instance(s) use {op}", err=True)
 
 

@@ -11,6 +11,8 @@ pipeline. Nothing here imports the rest of testcurator.
   classifier names it, and which classes say nothing about the test itself.
 - **The test key** (:class:`TestKey`): ``file::Class::test`` (``file::test`` for a
   module-level function), parsed and formatted by this module only.
+- **Op names**: ATen ops as the dispatcher spells them (``aten::add.Tensor``) and OpInfo
+  names (``nn.functional.relu``), and when one covers another (:func:`op_matches`).
 """
 
 from __future__ import annotations
@@ -108,3 +110,38 @@ class TestKey:
 
     def __str__(self) -> str:
         return f"{self.file}{SEP}{self.name}" if self.test else self.file
+
+
+# --- op names ----------------------------------------------------------------------------
+def normalize_op(name: str) -> str:
+    """``aten.add.Tensor`` / ``aten::add.Tensor`` -> ``aten::add.Tensor``; ``.default`` dropped.
+
+    ``.default`` is dropped because the dispatcher names a default overload without it
+    (``aten::relu``), and that is the spelling users see in backend error messages.
+    """
+    text = name.strip()
+    if "::" not in text and "." in text:
+        namespace, rest = text.split(".", 1)
+        text = f"{namespace}::{rest}"
+    return text[: -len(".default")] if text.endswith(".default") else text
+
+
+def op_base(name: str) -> str:
+    """``aten::add.Tensor`` -> ``aten::add`` (the op packet, every overload)."""
+    namespace, _, rest = normalize_op(name).partition("::")
+    return f"{namespace}::{rest.split('.', 1)[0]}"
+
+
+def op_key(name: str) -> str:
+    """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
+    return name.removeprefix("aten::")
+
+
+def op_matches(op: str, entry: str) -> bool:
+    """Whether ``op`` is covered by ``entry``: equal, or an overload of the ATen base ``entry``.
+
+    Only ATen-qualified names have overloads split off: OpInfo names contain dots too.
+    """
+    if op_key(op) == op_key(entry):
+        return True
+    return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)

@@ -28,6 +28,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 
 CAPTURE_TIMEOUT = 120.0
+CAPTURE_FORMAT = "oprecord/2"
 
 
 def _pytest(ctx: RunContext, files: Sequence[str], extra: Sequence[str], log: Path) -> int:
@@ -37,7 +38,9 @@ def _pytest(ctx: RunContext, files: Sequence[str], extra: Sequence[str], log: Pa
 def _content_key(ctx: RunContext, files: Sequence[str]) -> str:
     import torch
 
-    digest = hashlib.sha256(torch.__version__.encode())
+    # The capture format's version is part of the key: a cache written in an older format
+    # (``node_id`` before ``nodeid``) is not read back.
+    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch.__version__}".encode())
     for rel in files:
         digest.update(rel.encode() + b"\0" + (ctx.torch_root / rel).read_bytes())
     return digest.hexdigest()[:24]
@@ -97,16 +100,16 @@ def evidence(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     agg: dict[str, dict[str, Any]] = defaultdict(lambda: {"ops": set(), "dtypes": set(), "modules": set(),
                                                           "aten": set(), "instances": set(), "cpu": {}})
     for row in records:
-        file = row["node_id"].split("::", 1)[0]
+        file = row["nodeid"].split("::", 1)[0]
         entry = agg[f"{file}::{row['generic']}"]
-        entry["instances"].add(row["node_id"])
+        entry["instances"].add(row["nodeid"])
         for key, field in (("ops", "op"), ("dtypes", "dtype"), ("modules", "module")):
             if row.get(field):
                 entry[key].add(row[field])
         if row.get("source") == "captured":
             entry["aten"].update(row.get("aten") or ())
             if row.get("outcome"):
-                entry["cpu"][row["node_id"]] = row["outcome"]
+                entry["cpu"][row["nodeid"]] = row["outcome"]
     return {key: {k: (sorted(v) if isinstance(v, set) else dict(sorted(v.items())) if isinstance(v, dict) else v)
                   for k, v in value.items()} for key, value in sorted(agg.items())}
 

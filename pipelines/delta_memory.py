@@ -28,7 +28,7 @@ from testcurator.pipelines.store import RunStore
 
 
 def _key(row: dict[str, Any]) -> str:
-    return f"{row['node_id'].split('::', 1)[0]}::{row['generic']}"
+    return f"{row['nodeid'].split('::', 1)[0]}::{row['generic']}"
 
 
 def _delta_rows(ctx: RunContext, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

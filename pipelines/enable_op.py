@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents.brain import op_key
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.loader import ResolvedEntry, ResolvedFile, load_config
 from testcurator.config.review import review_paths
@@ -41,6 +40,7 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.enable_op_exec import run_admitted
 from testcurator.pipelines.enable_op_global import add_supported_op
+from testcurator.vocab import op_key
 
 HELD = ("skip", "xfail", "xfail_strict")
 _ATEN = re.compile(r"aten::([A-Za-z_][\w]*)")
@@ -98,7 +98,7 @@ def exercising(state_dir: Path, op: str) -> tuple[set[str], set[str]]:
         hits = [h for q in queries for h in opmap.tests_for(q)]
     finally:
         opmap.close()
-    key = lambda h: f"{h.node_id.split('::', 1)[0]}::{h.generic}"
+    key = lambda h: f"{h.nodeid.split('::', 1)[0]}::{h.generic}"
     return {key(h) for h in hits}, {key(h) for h in hits if h.op == op_key(op)}
 
 

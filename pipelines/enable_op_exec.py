@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testcurator.agents.brain import ExecutionRecord, op_key
+from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.refine import group_records
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.profile import BackendProfile, load_profile
@@ -26,6 +26,7 @@ from testcurator.pipelines.context import Say
 from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
+from testcurator.vocab import op_key
 
 if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult

@@ -107,11 +107,12 @@ def test_build_on_corrupt_memory_needs_rebuild(torch_tree: Path, state_dir: Path
 
 def test_show_includes_captured_ops_when_an_op_map_exists(torch_tree: Path, state_dir: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from testcurator.memory.opmap import OpMap, OpRecord
+    from testcurator.memory.opmap import OpMap
+    from testcurator.plugin.oprecord import OpRecord
 
     run(capsys, "memory", "build", "--torch-root", str(torch_tree), "--state-dir", str(state_dir), "--no-embed")
     opmap = OpMap(state_dir)
-    opmap.ingest_static([OpRecord(node_id="test/test_views.py::TestDeviceViewsCPU::test_narrow_cpu_float32",
+    opmap.ingest_static([OpRecord(nodeid="test/test_views.py::TestDeviceViewsCPU::test_narrow_cpu_float32",
                                   generic="TestDeviceViews::test_narrow", source="static",
                                   aten=("aten::narrow", "aten::zeros"))])
     opmap.close()

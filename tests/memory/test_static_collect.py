@@ -78,5 +78,5 @@ def test_static_op_map_answers_before_execution(built: tuple[Path, Path, dict], 
     capsys.readouterr()
     assert main(["ops", "tests-for", "aten::abs", "--dtype", "int64", "--state-dir", str(state), "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [h["node_id"].rsplit("::", 1)[1] for h in hits] == ["test_op_abs_cpu_int64"]
+    assert [h["nodeid"].rsplit("::", 1)[1] for h in hits] == ["test_op_abs_cpu_int64"]
     assert all(h["source"] == "static" for h in hits)
