@@ -65,7 +65,7 @@ def _collect_static(torch_root: Path, files: Optional[list[str]], state_dir: Opt
     from testcurator.memory.builder import discover
     from testcurator.memory.opmap import OpMap
     from testcurator.memory.paths import resolve_state_dir
-    from testcurator.memory.static import collect_static
+    from testcurator.memory.stage import collect_static
 
     root = torch_root.resolve()
     state = resolve_state_dir(state_dir)

@@ -10,7 +10,7 @@ wrote, so ``--resume`` (the SQLite checkpointer) finishes with the same configs 
 uninterrupted run.
 
 Delta mode (``RunContext.only_tests``, set by ``testcurator upgrade``): the memory stage
-captures only the delta's tests (pipelines/delta_memory.py), the fan-outs cover only the
+captures only the delta's tests (memory/stage.py), the fan-outs cover only the
 files holding one, bucket/refine ask only about them, emit touches only their entries, and
 verify is skipped (it would rerun the whole curated suite).
 """
@@ -31,6 +31,7 @@ from testcurator.pipelines import steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.state import FileTask, NightlyState
 from testcurator.pipelines.store import RunStore
+from testcurator.vocab import TestKey
 
 
 def _store(state: NightlyState | FileTask) -> RunStore:
@@ -53,18 +54,23 @@ def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("memory"):
-        if not store.has("memory.json") and ctx.delta:
-            from testcurator.pipelines.delta_memory import run_delta_memory_stage
-
-            store.write_json("memory.json", run_delta_memory_stage(ctx, store, state["files"]))
-        elif not store.has("memory.json"):
-            from testcurator.memory.stage import run_memory_stage
-
-            store.write_json("memory.json", run_memory_stage(ctx, store, state["files"]))
+        if not store.has("memory.json"):
+            store.write_json("memory.json", _memory_stage(ctx, store, state["files"]))
     figures = store.read_json("memory.json")
     ctx.say(f"memory: {figures['tests']} tests in {figures['files']} files indexed"
             f"{' + ops captured on CPU' if figures['captured'] else ''}")
     return {}
+
+
+def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[str, Any]:
+    from testcurator.memory import stage
+
+    where = {"state_dir": ctx.state_dir, "work": store.root, "embed": ctx.embed, "capture_ops": ctx.capture_ops,
+             "workers": ctx.workers}
+    if ctx.only_tests is not None:
+        only = frozenset(TestKey.parse(k) for k in ctx.only_tests)
+        return stage.run_delta_memory_stage(ctx.torch_root, files, only, **where)
+    return stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
 
 
 def _fan_out(node: str, state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:

@@ -50,7 +50,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
 def _config_counts(ctx: RunContext, files: Any) -> dict[str, dict[str, int]]:
     """Modes per upstream file in the emitted configs (empty before any were written)."""
     from testcurator.config.loader import load_config
-    from testcurator.pipelines.emit import config_path
+    from testcurator.config.layout import config_path
 
     out: dict[str, dict[str, int]] = {}
     for rel in files:

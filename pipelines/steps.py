@@ -16,8 +16,11 @@ from testcurator.agents.bucket import bucket_file, requests_for_file
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records, refine_file
 from testcurator.config.editor import ConfigEditor
+from testcurator.config.layout import config_path, raw_path
 from testcurator.memory.api import Memory
+from testcurator.memory.evidence import read_evidence
 from testcurator.memory.paths import memory_db_path
+from testcurator.memory.stage import EVIDENCE
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
@@ -42,10 +45,9 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
 
     Read once per state of the evidence and the memory, not once per file (the same for
     every file of a run, and reading all tests per file added up on large trees)."""
-    key = (_stamp(store.path("evidence.json")), _stamp(memory_db_path(ctx.state_dir)))
+    key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))
     if key not in _KNOWN:
-        evidence = store.read_json("evidence.json", {})
-        known = {k.split("::", 1)[1] for k in evidence}
+        known = {k.name for k in read_evidence(store.path(EVIDENCE))}
         with Memory.open(ctx.state_dir) as memory:
             known.update(t.generic for t in memory.tests())
         _KNOWN.clear()
@@ -72,7 +74,7 @@ def _previous(ctx: RunContext) -> dict[str, tuple[str, str]]:
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     previous = _previous(ctx)
     with Memory.open(ctx.state_dir) as memory:
-        requests = requests_for_file(ctx.torch_root, memory, rel, store.read_json("evidence.json", {}), previous)
+        requests = requests_for_file(ctx.torch_root, memory, rel, read_evidence(store.path(EVIDENCE)), previous)
     # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
     return [r for r in requests if ctx.selected(rel, r.test)]
 
@@ -92,14 +94,14 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
     """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
     root = store.path(EXEC_CONFIG)
     for rel in files:
-        path = emitter.config_path(root, rel)
+        path = config_path(root, rel)
         editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
         specs = []
         for decision in store.read_decisions("bucket", rel) or []:
             spec = emitter.entry_for(decision)
             mode = "skip" if spec.mode == "skip" else "mandatory_success"
             specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
-        editor.update(emitter.raw_path(rel), specs)
+        editor.update(raw_path(rel), specs)
         editor.save()
     return root
 

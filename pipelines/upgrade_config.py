@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.editor import ConfigEditor, EntrySpec
+from testcurator.config.layout import config_path, raw_path
 from testcurator.config.loader import (
     LoadedConfig,
     ResolvedEntry,
@@ -124,7 +125,7 @@ def _edit(configs_dir: Path, file: ResolvedFile | None, rel: str, profile: Backe
     if file is not None:
         path, raw = Path(file.location.file), file.raw_path
     else:
-        path, raw = emitter.config_path(configs_dir, rel), emitter.raw_path(rel)
+        path, raw = config_path(configs_dir, rel), raw_path(rel)
     if path.exists():
         editor = ConfigEditor.open(path)
     else:
