@@ -32,7 +32,7 @@ def rebucket_hook(config: Path, records: Sequence[TestRecord], out: Path, torch_
     from testcurator.agents.brain import BackendContext
     from testcurator.agents.offline import OfflineBrain
     from testcurator.pipelines.rebucket import rebucket
-    from testcurator.config.yamlio import atomic_write_text
+    from testcurator.files import atomic_write_text
 
     result = rebucket(config, records, OfflineBrain(), BackendContext(name="refine", device=""), torch_root=torch_root)
     atomic_write_text(out / "changes.json", json.dumps(result.changed, indent=1, sort_keys=True) + "\n")

@@ -2,7 +2,7 @@
 
 Everything that reads a config goes through :func:`read_yaml` so that every later problem
 can be reported as ``file:line:col`` (1-based), and everything that writes goes through
-:func:`atomic_write_text` so that a crash never leaves a half-written file behind.
+:func:`testcurator.files.atomic_write_text` so that a crash never leaves a half-written file behind.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from testcurator.errors import ConfigError, Location, Problem
-from testcurator.files import atomic_write_text  # noqa: F401  (re-exported: the config's writers use it)
 
 
 def _round_trip() -> YAML:

@@ -1,6 +1,7 @@
 """The Python API agents use to read memory; the ``memory`` CLI is a thin layer over it.
 
-    from testcurator.memory.api import Memory, build
+    from testcurator.memory.api import Memory
+    from testcurator.memory.builder import build
     build("/src/pytorch", state_dir=".testcurator")          # or: testcurator memory build
     with Memory.open(".testcurator") as mem:
         mem.test("TestViewOps::test_contiguous_self")         # -> [StoredTest, ...]
@@ -20,13 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.errors import BadInputError, MemoryStoreError
-from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore, StoredTest
 from testcurator.names import KNOWN_DEVICES
-
-__all__ = ["BuildStats", "Hit", "Memory", "StoredTest", "build"]
-
 
 @dataclass(frozen=True)
 class Hit:

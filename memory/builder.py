@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from testcurator.errors import BadInputError, MissingPathError
-from testcurator.memory.index import FileIndex, TestRecord, make_parser, parse_source
+from testcurator.memory.collect import FileIndex, TestRecord
+from testcurator.memory.index import make_parser, parse_source
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore
 from testcurator.memory.summaries import offline_summary

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from testcurator.errors import MemoryStoreError
-from testcurator.memory.index import Decorator, FileIndex, TestRecord
+from testcurator.memory.collect import Decorator, FileIndex, TestRecord
 
 SCHEMA_VERSION = 1
 HINT = "delete it or run `testcurator memory build --rebuild`"

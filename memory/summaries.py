@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from testcurator.memory.index import Decorator, TestRecord
+from testcurator.memory.collect import Decorator, TestRecord
 
 MAX_CHARS = 600
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

@@ -31,7 +31,7 @@ from pathlib import Path
 from testcurator.config.apply import decide
 from testcurator.runner.collect import CollectedTest, collect
 from testcurator.config.loader import LoadedConfig, load_config
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
 from testcurator.errors import BadInputError
 from testcurator.names import KNOWN_DEVICES, TestIdentity, dtype_names, split_device_class
 

@@ -32,17 +32,9 @@ from typing import Any
 from testcurator.runner.collect import CollectedTest, collect
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.pipelines.exporters import key_matches, parse_key
-# The readers live in pipelines/skiplist_readers.py; re-exported here, where callers import them.
-from testcurator.pipelines.skiplist_readers import Pattern, SourceFile, read_disabled_tests, read_skip_list, upstream_path
+from testcurator.pipelines.skiplist_readers import Pattern, read_disabled_tests, read_skip_list
 from testcurator.errors import BadInputError
 from testcurator.names import split_device_class
-
-__all__ = [
-    "DisabledKeyMatcher", "ImportReport", "Matcher", "Pattern", "PatternRow", "SourceFile", "SubstringMatcher",
-    "config_name", "exclusion_edit", "import_disabled_tests", "import_skip_list", "match_patterns", "plan_entries",
-    "read_disabled_tests", "read_skip_list", "report_markdown", "upstream_path",
-]
-
 
 @dataclass(frozen=True)
 class PatternRow:

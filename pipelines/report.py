@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 

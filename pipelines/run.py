@@ -17,7 +17,7 @@ from typing import Any
 from testcurator.agents.brain import BackendContext, BrainSettings, make_brain
 from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
 from testcurator.errors import BadInputError, MissingPathError
 from testcurator.pipelines.context import RunContext, Say
 from testcurator.pipelines.nightly import build_nightly_graph

@@ -24,9 +24,11 @@ from typing import Any
 from testcurator.agents.brain import BrainContext
 from testcurator.agents.scope import decide_scope, kept_files
 from testcurator.config.loader import load_config
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
 from testcurator.errors import MissingPathError
-from testcurator.memory.api import Memory, StoredTest, build
+from testcurator.memory.api import Memory
+from testcurator.memory.builder import build
+from testcurator.memory.store import StoredTest
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.run import RunOptions, make_context, run_nightly
 from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs

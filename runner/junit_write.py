@@ -14,7 +14,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from testcurator.runner.records import TestRecord, atomic_write_text, counts
+from testcurator.files import atomic_write_text
+from testcurator.runner.records import TestRecord, counts
 
 # XML 1.0 forbids most control characters; tracebacks with ANSI colours carry them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -4,7 +4,8 @@ import textwrap
 
 import pytest
 
-from testcurator.memory.index import FileIndex, TestRecord, parse_source
+from testcurator.memory.collect import FileIndex, TestRecord
+from testcurator.memory.index import parse_source
 
 
 def index(src: str) -> FileIndex:
