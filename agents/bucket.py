@@ -72,7 +72,7 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
     return requests
 
 
-def bucket_file(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest]) -> list[Decision]:
+def bucket_tests(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest]) -> list[Decision]:
     """The brain's decisions for one file's requests (one per request, in order)."""
     if not requests:
         return []

@@ -46,7 +46,7 @@ def group_records(records: Sequence[TestRecord], root: Path) -> dict[str, list[E
     return dict(out)
 
 
-def refine_file(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest],
+def refine_tests(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest],
                 previous: Sequence[Decision], executions: Mapping[str, Sequence[ExecutionRecord]]) -> list[Decision]:
     """Re-bucket one file's tests; tests without results keep their decision unchanged."""
     by_test = {d.test: d for d in previous}

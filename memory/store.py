@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from testcurator.errors import MemoryStoreError
-from testcurator.memory.collect import Decorator, FileIndex, TestRecord
+from testcurator.memory.collect import Decorator, FileIndex, IndexedTest
 
 SCHEMA_VERSION = 1
 HINT = "delete it or run `testcurator memory build --rebuild`"
@@ -140,7 +140,7 @@ class MemoryStore:
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     @_guarded
-    def replace_files(self, items: Iterable[tuple[FileState, FileIndex | None, list[tuple[TestRecord, str]]]]) -> None:
+    def replace_files(self, items: Iterable[tuple[FileState, FileIndex | None, list[tuple[IndexedTest, str]]]]) -> None:
         """Replace several files' rows in one transaction; index None means 'state only'."""
         with self._conn:
             for state, index, tests in items:
@@ -179,7 +179,7 @@ class MemoryStore:
         for table in ("classes", "instantiations", "tests"):
             self._conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))
 
-    def _insert_index(self, path: str, index: FileIndex, tests: list[tuple[TestRecord, str]]) -> None:
+    def _insert_index(self, path: str, index: FileIndex, tests: list[tuple[IndexedTest, str]]) -> None:
         self._conn.executemany(
             "INSERT OR REPLACE INTO classes VALUES (?,?,?,?,?)",
             [(path, c.name, c.line, json.dumps(c.bases), _decos_json(c.decorators)) for c in index.classes])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from testcurator.memory.collect import Decorator, TestRecord
+from testcurator.memory.collect import Decorator, IndexedTest
 
 MAX_CHARS = 600
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -65,7 +65,7 @@ def _decorator_phrase(deco: Decorator) -> str | None:
     return None
 
 
-def offline_summary(record: TestRecord, path: str) -> str:
+def offline_summary(record: IndexedTest, path: str) -> str:
     """A short deterministic description of ``record`` (defined in file ``path``)."""
     fn = record.fn
     head = f"{record.generic}: {words(fn.name)}"

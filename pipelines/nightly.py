@@ -26,7 +26,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.pipelines import steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.state import FileTask, NightlyState
@@ -44,7 +44,7 @@ def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         decisions = store.read_scope()
         if decisions is None:
             brain_ctx = BrainContext(ctx.backend, frozenset(), ctx.torch_root)
-            decisions = decide_scope(ctx.torch_root, ctx.brain, brain_ctx)
+            decisions = scope_tree(ctx.torch_root, ctx.brain, brain_ctx)
             store.write_scope(decisions)
         files = kept_files(ctx.torch_root, decisions)
     ctx.say(f"scope: kept {sum(d.keep for d in decisions)} of {len(decisions)} folders/files -> {len(files)} test files")

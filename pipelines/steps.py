@@ -1,7 +1,13 @@
 """The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
 
 Every step reads its inputs from the run directory (RunStore) and the memory, and writes
-its outputs there; none keeps state in the process.
+its outputs there. Two process-wide caches save re-reading inputs once per file of a run;
+each holds one entry, keyed by the state (path, mtime, size) of the files it was read
+from, so a changed input is read again and a resumed run computes the same values:
+
+- ``_KNOWN``: the test names the rails accept (key: ``evidence.json`` and the memory db);
+- ``_PREVIOUS``: the human decisions in the current configs (key: every config file and
+  the ``.emitted.json`` sidecar).
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.bucket import bucket_file, requests_for_file
+from testcurator.agents.bucket import bucket_tests, requests_for_file
 from testcurator.agents.decision import Decision
-from testcurator.agents.refine import group_records, refine_file
+from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
 from testcurator.memory.api import Memory
@@ -80,7 +86,7 @@ def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
 
 
 def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
-    return bucket_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
+    return bucket_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
 
 
 def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
@@ -126,7 +132,7 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
-    return refine_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
+    return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.config.loader import load_config
 from testcurator.files import atomic_write_text
 from testcurator.errors import MissingPathError
@@ -145,7 +145,7 @@ def run_upgrade(opts: UpgradeOptions, say: Say) -> dict[str, Any]:
     if not opts.config.exists():
         raise MissingPathError(opts.config, "config directory")
     ctx = make_context(opts.run, say)
-    scope = decide_scope(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
+    scope = scope_tree(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
     files = kept_files(ctx.torch_root, scope)
     new = hashes(ctx.torch_root, files, ctx.state_dir)
     old_files = sorted(set(_config_files(opts.config, opts.old_root.resolve())) | set(files))

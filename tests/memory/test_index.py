@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from testcurator.memory.collect import FileIndex, TestRecord
+from testcurator.memory.collect import FileIndex, IndexedTest
 from testcurator.memory.index import parse_source
 
 
@@ -12,7 +12,7 @@ def index(src: str) -> FileIndex:
     return parse_source(textwrap.dedent(src).encode(), "test_x.py")
 
 
-def by_generic(ix: FileIndex) -> dict[str, TestRecord]:
+def by_generic(ix: FileIndex) -> dict[str, IndexedTest]:
     return {t.generic: t for t in ix.tests}
 
 
