@@ -28,13 +28,15 @@ def run_cmd(
     llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="Model name (else TESTCURATOR_LLM_MODEL).")] = None,
 ) -> None:
     """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs and a report."""
-    from testcurator.pipelines.run import RunOptions, run_nightly
+    from testcurator.pipelines.context import RunContext
+    from testcurator.pipelines.run import run_nightly
 
     console = Console(highlight=False)
-    opts = RunOptions(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
-                      brain=brain, execute=execute, resume=resume, workers=workers, timeout=timeout, retries=retries,
-                      embed=embed, capture_ops=capture_ops, llm_base_url=llm_base_url, llm_model=llm_model)
-    state = run_nightly(opts, lambda message: console.print(message, markup=False))
+    ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
+                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
+                            workers=workers, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
+                            say=lambda message: console.print(message, markup=False))
+    state = run_nightly(ctx)
     verify = state.get("verified")
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}"
                   + ("" if verify is None else f" (verified on the device: {bool(verify)})"), markup=False)

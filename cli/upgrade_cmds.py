@@ -28,15 +28,15 @@ def upgrade_cmd(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="Model name (else TESTCURATOR_LLM_MODEL).")] = None,
 ) -> None:
     """Move a config to a new upstream tree: re-evaluate only added and changed tests, carry the rest."""
-    from testcurator.pipelines.run import RunOptions
+    from testcurator.pipelines.context import RunContext
     from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
 
     console = Console(highlight=False)
-    run = RunOptions(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
-                     brain=brain, execute=execute, workers=workers, timeout=timeout, retries=retries, embed=embed,
-                     capture_ops=capture_ops, llm_base_url=llm_base_url, llm_model=llm_model)
-    data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run),
-                       lambda message: console.print(message, markup=False))
+    run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
+                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute,
+                            workers=workers, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
+                            say=lambda message: console.print(message, markup=False))
+    data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
     console.print(f"done: {data['evaluated']}; configs in {out / 'configs'}", markup=False)
 
 

@@ -23,6 +23,7 @@ Relative paths resolve against the profile's folder.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -103,6 +104,16 @@ class BackendProfile(_Strict):
         if dupes:
             raise ValueError(f"hooks listed twice: {', '.join(dupes)}")
         return hooks
+
+    def test_env(self, profile_path: Path) -> dict[str, str]:
+        """Environment for the backend's test processes: ``env``, and ``python_path``
+        (relative to the profile at ``profile_path``) ahead of the caller's PYTHONPATH."""
+        env = dict(self.env)
+        paths = [str((profile_path.parent / p).resolve()) for p in self.python_path]
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
+        return env
 
 
 def load_profile(path: Path, *, check_paths: bool = True) -> tuple[BackendProfile, dict[str, list[Path]]]:

@@ -9,7 +9,6 @@ exclusions), the reason naming the failure class and its evidence line.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,16 +29,6 @@ from testcurator.vocab import op_key
 
 if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult
-
-
-def _env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:
-    # Same environment as the pipeline's runs (RunContext.backend_env).
-    env = dict(profile.env)
-    paths = [str((profile_path.parent / p).resolve()) for p in profile.python_path]
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
-    return env
 
 
 def _exec_config(folder: Path, profile: BackendProfile, admitted: Sequence[Admission], op: str) -> Path:
@@ -92,7 +81,7 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     config = _exec_config(folder, profile, result.admitted, opts.op)
     spec = RunSpec(out_dir=folder / "exec", config=config, torch_root=root, device=profile.device.torch_name,
                    backend=profile.backend_module, timeout=opts.timeout, retries=1,
-                   env=tuple(sorted(_env(profile, opts.backend.resolve()).items())), unrelated_plugins_off=True)
+                   env=tuple(sorted(profile.test_env(opts.backend.resolve()).items())), unrelated_plugins_off=True)
     execute(spec)
     executions = group_records(read_jsonl(folder / "exec" / "results.jsonl"), root)
     demote: dict[tuple[str, str], list[EntrySpec]] = defaultdict(list)

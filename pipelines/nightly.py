@@ -12,7 +12,8 @@ uninterrupted run.
 Delta mode (``RunContext.only_tests``, set by ``testcurator upgrade``): the memory stage
 captures only the delta's tests (memory/stage.py), the fan-outs cover only the
 files holding one, bucket/refine ask only about them, emit touches only their entries, and
-verify is skipped (it would rerun the whole curated suite).
+verify is skipped (it would rerun the whole curated suite). Its scope decisions come in
+``RunContext.scope``: upgrade decides scope before the graph, to compute the delta.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from testcurator.pipelines import steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.state import FileTask, NightlyState
 from testcurator.pipelines.store import RunStore
-from testcurator.vocab import TestKey
 
 
 def _store(state: NightlyState | FileTask) -> RunStore:
@@ -41,8 +41,11 @@ def _store(state: NightlyState | FileTask) -> RunStore:
 def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("scope"):
-        decisions = store.read_scope()
-        if decisions is None:
+        decisions = store.read_scope()  # a resumed run keeps what it decided
+        if decisions is None and ctx.scope is not None:
+            decisions = list(ctx.scope)  # decided by the caller (upgrade), handed in the context
+            store.write_scope(decisions)
+        elif decisions is None:
             brain_ctx = BrainContext(ctx.backend, frozenset(), ctx.torch_root)
             decisions = scope_tree(ctx.torch_root, ctx.brain, brain_ctx)
             store.write_scope(decisions)
@@ -68,8 +71,7 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": ctx.embed, "capture_ops": ctx.capture_ops,
              "workers": ctx.workers}
     if ctx.only_tests is not None:
-        only = frozenset(TestKey.parse(k) for k in ctx.only_tests)
-        return stage.run_delta_memory_stage(ctx.torch_root, files, only, **where)
+        return stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, **where)
     return stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
 
 
