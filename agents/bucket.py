@@ -30,17 +30,17 @@ def _source(root: Path, test: StoredTest) -> str:
     return "\n".join(lines[test.line_start - 1 : min(test.line_end, test.line_start - 1 + SOURCE_LINES)])
 
 
-def _similar(memory: Memory, test: StoredTest, previous: Mapping[str, tuple[str, str]]) -> tuple[SimilarTest, ...]:
+def _similar(memory: Memory, test: StoredTest, previous: Mapping[TestKey, tuple[str, str]]) -> tuple[SimilarTest, ...]:
     if not previous:
         return ()
     try:
-        hits = memory.similar(f"{test.path}::{test.generic}", k=NEIGHBOURS * 2)
+        hits = memory.similar(str(TestKey.of(test.path, test.generic)), k=NEIGHBOURS * 2)
     except Exception:  # noqa: BLE001 - no embeddings built (--no-embed): neighbours are optional evidence
         return ()
     out = []
     for hit in hits:
         for other in hit.tests:
-            key = f"{other.path}::{other.generic}"
+            key = TestKey.of(other.path, other.generic)
             if key in previous and other.generic != test.generic:
                 mode, reason = previous[key]
                 out.append(SimilarTest(other.generic, mode, reason, round(1.0 - hit.distance, 4)))
@@ -48,7 +48,7 @@ def _similar(memory: Memory, test: StoredTest, previous: Mapping[str, tuple[str,
 
 
 def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[TestKey, TestEvidence],
-                      previous: Mapping[str, tuple[str, str]]) -> list[BucketRequest]:
+                      previous: Mapping[TestKey, tuple[str, str]]) -> list[BucketRequest]:
     """One request per generic test of ``rel`` (memory's tests, plus any only collection saw)."""
     stored = {t.generic: t for t in memory.tests_in_file(rel)}
     seen = {key.name for key in evidence if key.file == rel}
@@ -59,7 +59,7 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
         requests.append(BucketRequest(
             test=generic,
             file=rel,
-            content_hash=test.content_hash if test else f"collected:{rel}::{generic}",
+            content_hash=test.content_hash if test else f"collected:{TestKey.of(rel, generic)}",
             summary=test.summary if test else "",
             decorators=tuple(d.text() for d in test.decorators) if test else (),
             ops=ev.ops,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from testcurator.vocab import join_name, split_name
+
 # ``Class::test`` for methods; a bare ``test_func`` for module-level pytest functions.
 GENERIC_NAME_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*$")
 KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "privateuse1")
@@ -43,7 +45,7 @@ class TestIdentity:
     @property
     def generic(self) -> str:
         """``Class::test``; a module-level function (no class) is named by itself."""
-        return f"{self.cls}::{self.test}" if self.cls else self.test
+        return join_name(self.cls, self.test)
 
     @property
     def op_formatted(self) -> str | None:
@@ -213,8 +215,8 @@ def dtype_parts(tail: str) -> list[str]:
 def _longest_known(gcls: str, rest: str, known_tests: Collection[str]) -> str | None:
     best = None
     for known in known_tests:
-        kcls, _, ktest = known.partition("::")
-        if kcls != gcls:
+        kcls, ktest = split_name(known)
+        if not kcls or kcls != gcls:  # a module-level function has no op suffix to split off
             continue
         if rest == ktest or rest.startswith(ktest + "_"):
             if best is None or len(ktest) > len(best):
@@ -230,11 +232,11 @@ def is_generic_name(name: str) -> bool:
 def instantiated_hint(name: str) -> str | None:
     """If ``name`` looks like an instantiated name (``TestFooCPU::test_bar_cpu_float32``),
     the generic name it most likely stands for; else None."""
-    cls, sep, test = name.partition("::")
-    if not sep:
+    cls, test = split_name(name)
+    if not cls:
         return None
     gcls, device = split_device_class(cls)
     if device is None:
         return None
     gtest, _ = _strip_device_dtype(test, device)
-    return f"{gcls}::{gtest}" if gtest != test else None
+    return join_name(gcls, gtest) if gtest != test else None

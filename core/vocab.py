@@ -108,6 +108,12 @@ class TestKey:
         """``Class::test`` (``test`` at module level): the name a config entry lists."""
         return join_name(self.cls, self.test)
 
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """``(file, Outer, Inner, test)``: the node path pytest builds its own names from."""
+        classes = tuple(self.cls.split(SEP)) if self.cls else ()
+        return (self.file, *classes, self.test) if self.test else (self.file,)
+
     def __str__(self) -> str:
         return f"{self.file}{SEP}{self.name}" if self.test else self.file
 

@@ -24,6 +24,7 @@ from testcurator.errors import BadInputError, MemoryStoreError
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore, StoredTest
 from testcurator.names import KNOWN_DEVICES
+from testcurator.vocab import TestKey
 
 @dataclass(frozen=True)
 class Hit:
@@ -71,9 +72,9 @@ class Memory:
 
     def test(self, name: str) -> list[StoredTest]:
         """Tests named ``Class::test``, ``path::Class::test``, ``path::test`` or ``test``."""
-        head, sep, rest = name.partition("::")
-        if sep and (head.endswith(".py") or "::" in rest):
-            return self.store.tests("t.path = ? AND t.generic = ?", (self._rel(head), rest))
+        key = TestKey.parse(name)
+        if key.test and (key.file.endswith(".py") or key.cls):
+            return self.store.tests("t.path = ? AND t.generic = ?", (self._rel(key.file), key.name))
         return self.store.tests("t.generic = ?", (name,))
 
     def require_test(self, name: str) -> list[StoredTest]:
@@ -82,7 +83,8 @@ class Memory:
         if found:
             return found
         known = sorted({t.generic for t in self.tests()})
-        close = difflib.get_close_matches(name.split(".py::")[-1], known, n=3)
+        key = TestKey.parse(name)
+        close = difflib.get_close_matches(key.name if key.file.endswith(".py") else name, known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInputError(f"no test named {name!r} in memory at {self.state_dir}{hint}")
 

@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 
+from testcurator.vocab import join_name
+
 # Bases (by last dotted part) that make a class a unittest TestCase for pytest.
 _TESTCASE_BASE_RE = re.compile(r"(TestCase|TestBase|Test)$")
 
@@ -82,7 +84,7 @@ class IndexedTest:
 
     @property
     def generic(self) -> str:
-        return f"{self.cls}::{self.fn.name}" if self.cls else self.fn.name
+        return join_name(self.cls or "", self.fn.name)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
-from testcurator.vocab import FAILING
+from testcurator.vocab import FAILING, TestKey
 
 EXEC_CONFIG = "exec_config"
 
@@ -61,10 +61,10 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     return BrainContext(ctx.backend, _KNOWN[key], ctx.torch_root)
 
 
-_PREVIOUS: dict[tuple[Any, ...], dict[str, tuple[str, str]]] = {}
+_PREVIOUS: dict[tuple[Any, ...], dict[TestKey, tuple[str, str]]] = {}
 
 
-def _previous(ctx: RunContext) -> dict[str, tuple[str, str]]:
+def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
     """``emit.previous_decisions``, read once per state of the configs (not once per file):
     a delta run starts from a full set of configs, and reloading all of them for every file
     it buckets cost more than the bucketing itself."""
@@ -140,7 +140,7 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     sidecar = emitter.load_sidecar(ctx.configs_dir)
     executed = set()
     if refined:
-        executed = {key.split("::", 1)[1] for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+        executed = {key.name for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
         emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,

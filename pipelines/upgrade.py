@@ -75,7 +75,7 @@ def hashes(root: Path, files: Sequence[str], state_dir: Path) -> dict[str, str]:
     opinfo = opinfo_digest(root)
     with Memory.open(state_dir) as memory:
         wanted = set(present)
-        return {f"{t.path}::{t.generic}": t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
+        return {str(TestKey.of(t.path, t.generic)): t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
                 for t in memory.tests() if t.path in wanted}
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from testcurator.errors import BadInputError, ExecutionError
 from testcurator.plugin.collect import OUT_OPTION
 from testcurator.runner.command import pytest_argv
+from testcurator.vocab import join_name
 
 COLLECT_TIMEOUT_S = 900
 
@@ -43,7 +44,7 @@ class CollectedTest:
     @property
     def instance(self) -> str:
         """``TestFooCPU::test_bar_cpu_float32`` (the class-qualified instantiated name)."""
-        return f"{self.cls}::{self.name}" if self.cls else self.name
+        return join_name(self.cls, self.name)
 
 
 def collect(files: Sequence[Path], *, rootdir: Path, env: dict[str, str] | None = None,

@@ -14,10 +14,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from testcurator.errors import BadInputError
+from testcurator.vocab import TestKey
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class Selection:
 
 def _absolute(target: str) -> str:
     # pytest runs in spec.cwd; a path the user gave is relative to where they stand.
-    path, sep, rest = target.partition("::")
-    return str(Path(path).resolve()) + sep + rest if Path(path).exists() else target
+    key = TestKey.parse(target)
+    return str(replace(key, file=str(Path(key.file).resolve()))) if Path(key.file).exists() else target
 
 
 def select(spec: RunSpec) -> Selection:

@@ -37,6 +37,7 @@ from testcurator.runner.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
 from testcurator.runner.records import TestRecord, counts, write_jsonl
+from testcurator.vocab import TestKey
 
 POLL_S = 0.2
 RETRY_TESTS_PER_WORKER = 20
@@ -229,7 +230,7 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
         records = first.run(selection.targets, spec.workers)
         invocations += first.invocations
         for attempt in range(2, spec.retries + 2):
-            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and "::" in n]
+            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and TestKey.parse(n).test]
             if not failing:
                 break
             retry = _Pass(spec, f"retry{attempt - 1}", progress, env)
