@@ -45,8 +45,6 @@ CAPTURE_TIMEOUT = 120.0
 CAPTURE_FORMAT = "oprecord/2"
 EVIDENCE = "evidence.json"
 
-Say = Callable[[str], None]
-
 
 def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path) -> Path:
     """Collect ``files`` (relative to ``torch_root``) and write their static records to ``out``."""
@@ -95,7 +93,7 @@ def _static_map(torch_root: Path, files: Sequence[str], work: Path) -> Path:
 
 
 def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work: Path, workers: int,
-                  say: Say) -> Path | None:
+                  say: Callable[[str], None]) -> Path | None:
     """Run the kept tests once on CPU under the capture mode (cached by content)."""
     cache = state_dir / "capture" / f"{_content_key(torch_root, files)}.jsonl"
     out = work / "captured.jsonl"
@@ -133,7 +131,7 @@ def _figures(stats: BuildStats, captured: bool) -> dict[str, Any]:
 
 
 def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path, work: Path, embed: bool,
-                     capture_ops: bool, workers: int, say: Say) -> dict[str, Any]:
+                     capture_ops: bool, workers: int, say: Callable[[str], None]) -> dict[str, Any]:
     """Build or refresh memory for ``files``; evidence into ``work``; figures for the report."""
     stats = build(torch_root, list(files), state_dir, embed=embed)
     static = _static_map(torch_root, files, work)
