@@ -18,11 +18,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from testcurator.errors import BadInputError
+from testcurator.files import atomic_write_text
 from testcurator.pipelines.exporters import export_disabled_tests
 from testcurator.pipelines.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
 from testcurator.vocab import MODES
-from testcurator.files import atomic_write_text
-from testcurator.errors import BadInputError
 
 import_app = typer.Typer(help="Import skip lists into configs (with an exactness report).", no_args_is_help=True)
 export_app = typer.Typer(help="Export a config to other formats.", no_args_is_help=True)

@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from testcurator.memory.api import Hit, Memory
-from testcurator.memory.builder import build
+from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.store import StoredTest
-from testcurator.memory.builder import BuildStats
 
 StateDir = Annotated[
     Optional[Path],

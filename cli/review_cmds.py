@@ -14,8 +14,8 @@ from rich.console import Console
 
 from testcurator.config.review import review_paths, shrink_exceeds
 from testcurator.config.review_render import FORMATS, render, render_terminal
-from testcurator.files import atomic_write_text
 from testcurator.errors import BadInputError, CuratorError
+from testcurator.files import atomic_write_text
 
 
 def review_cmd(

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.apply import decide
-from testcurator.runner.collect import CollectedTest, collect
 from testcurator.config.loader import LoadedConfig, load_config
-from testcurator.files import atomic_write_text
 from testcurator.errors import BadInputError
+from testcurator.files import atomic_write_text
 from testcurator.names import KNOWN_DEVICES, TestIdentity, dtype_names, split_device_class
+from testcurator.runner.collect import CollectedTest, collect
 from testcurator.vocab import TestKey, split_name
 
 KEY_RE = re.compile(r"^(?P<test>\S+) \((?:(?P<module>\S+)\.)?(?P<cls>[A-Za-z_]\w*)\)$")

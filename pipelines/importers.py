@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from testcurator.runner.collect import CollectedTest, collect
 from testcurator.config.editor import ConfigEditor, EntrySpec
-from testcurator.pipelines.exporters import key_matches, parse_key
-from testcurator.pipelines.skiplist_readers import Pattern, read_disabled_tests, read_skip_list
 from testcurator.errors import BadInputError
 from testcurator.names import split_device_class
+from testcurator.pipelines.exporters import key_matches, parse_key
+from testcurator.pipelines.skiplist_readers import Pattern, read_disabled_tests, read_skip_list
+from testcurator.runner.collect import CollectedTest, collect
 
 @dataclass(frozen=True)
 class PatternRow:

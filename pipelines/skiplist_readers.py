@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from testcurator.pipelines.exporters import parse_key
 from testcurator.errors import BadInputError, ConfigError, Location, Problem
+from testcurator.pipelines.exporters import parse_key
 
 
 @dataclass(frozen=True)

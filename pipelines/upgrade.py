@@ -24,8 +24,8 @@ from typing import Any
 from testcurator.agents.brain import BrainContext
 from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.config.loader import load_config
-from testcurator.files import atomic_write_text
 from testcurator.errors import MissingPathError
+from testcurator.files import atomic_write_text
 from testcurator.memory.api import Memory
 from testcurator.memory.builder import build
 from testcurator.memory.store import StoredTest
