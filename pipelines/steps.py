@@ -1,10 +1,11 @@
 """The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
 
 Every step reads its inputs from the run directory (RunStore) and the memory, and writes
-its outputs there. Two process-wide caches save re-reading inputs once per file of a run;
-each holds one entry, keyed by the state (path, mtime, size) of the files it was read
+its outputs there. Three process-wide caches save re-reading inputs once per file of a
+run; each holds one entry, keyed by the state (path, mtime, size) of the files it was read
 from, so a changed input is read again and a resumed run computes the same values:
 
+- ``_EVIDENCE``: the memory stage's evidence (key: ``evidence.json``);
 - ``_KNOWN``: the test names the rails accept (key: ``evidence.json`` and the memory db);
 - ``_PREVIOUS``: the human decisions in the current configs (key: every config file and
   the ``.emitted.json`` sidecar).
@@ -24,7 +25,7 @@ from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
 from testcurator.memory.api import Memory
-from testcurator.memory.evidence import read_evidence
+from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
 from testcurator.memory.stage import EVIDENCE
 from testcurator.pipelines import emit as emitter
@@ -38,12 +39,25 @@ from testcurator.vocab import FAILING, TestKey
 EXEC_CONFIG = "exec_config"
 
 
-_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
-
-
 def _stamp(path: Path) -> tuple[str, int, int]:
     st = path.stat() if path.exists() else None
     return (str(path), st.st_mtime_ns if st else 0, st.st_size if st else -1)
+
+
+_EVIDENCE: dict[tuple[str, int, int], dict[TestKey, TestEvidence]] = {}
+
+
+def _evidence(store: RunStore) -> dict[TestKey, TestEvidence]:
+    """``evidence.json`` of the run, read once per state of the file (not once per file of
+    the tree: every bucket and refine step needs it)."""
+    key = _stamp(store.path(EVIDENCE))
+    if key not in _EVIDENCE:
+        _EVIDENCE.clear()  # one entry: the evidence as it is now
+        _EVIDENCE[key] = read_evidence(store.path(EVIDENCE))
+    return _EVIDENCE[key]
+
+
+_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
 
 
 def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
@@ -53,7 +67,7 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     every file of a run, and reading all tests per file added up on large trees)."""
     key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))
     if key not in _KNOWN:
-        known = {k.name for k in read_evidence(store.path(EVIDENCE))}
+        known = {k.name for k in _evidence(store)}
         with Memory.open(ctx.state_dir) as memory:
             known.update(t.generic for t in memory.tests())
         _KNOWN.clear()
@@ -80,7 +94,7 @@ def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     previous = _previous(ctx)
     with Memory.open(ctx.state_dir) as memory:
-        requests = requests_for_file(ctx.torch_root, memory, rel, read_evidence(store.path(EVIDENCE)), previous)
+        requests = requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous)
     # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
     return [r for r in requests if ctx.selected(rel, r.test)]
 
