@@ -19,7 +19,7 @@ from testcurator.config.loader import (
     expand_path,
 )
 from testcurator.config.schema import Capabilities, ConfigDocument, FileEntry, TestEntry
-from testcurator.config.yamlio import locate
+from testcurator.config.yamlio import locate, node_at, position
 from testcurator.errors import Location, Problem
 
 DEFAULT_UNLISTED_FILE_MODE = "skip"
@@ -58,7 +58,7 @@ def merge_documents(
     for source, doc, tree in docs:
         suite = doc.test_suite_config
         labels.extend(label for label in suite.labels if label not in labels)
-        if "unlisted_file_mode" in tree.get("test_suite_config", {}) or not modes:
+        if node_at(tree, ("test_suite_config", "unlisted_file_mode")) is not None or not modes:
             modes.setdefault(suite.unlisted_file_mode, locate(tree, ("test_suite_config", "unlisted_file_mode"), str(source)))
         lines = source.read_text(encoding="utf-8").splitlines()
         for index, entry in enumerate(suite.files):
@@ -127,17 +127,23 @@ def _resolve_entries(
     tests: Sequence[TestEntry],
     problems: list[Problem],
 ) -> list[ResolvedEntry]:
-    seen: dict[str, Location] = {}
+    # Positions straight from the ``tests`` sequence node: one walk per file, not per entry
+    # (PyTorch-size configs hold tens of thousands of entries).
+    items = getattr(node_at(tree, (*base_loc, "tests")), "value", None) or []
+    file = str(source)
+    seen: dict[str, tuple[int, int]] = {}
     out: list[ResolvedEntry] = []
     for t_index, test in enumerate(tests):
-        entry_loc = locate(tree, (*base_loc, "tests", t_index), str(source))
+        entry_loc = position(items[t_index], file) if t_index < len(items) else locate(tree, (*base_loc, "tests"), file)
         for n_index, name in enumerate(test.names):
-            name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), str(source))
             if name in seen:
-                problems.append(Problem(name_loc, f"test {name} is listed twice in this file (first at line {seen[name].line})"))
+                name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), file)
+                first = locate(tree, (*base_loc, "tests", *seen[name][:1], "names", *seen[name][1:]), file)
+                problems.append(Problem(name_loc, f"test {name} is listed twice in this file (first at line {first.line})"))
             else:
-                seen[name] = name_loc
-        _check_edits(source, tree, (*base_loc, "tests", t_index), test, problems)
+                seen[name] = (t_index, n_index)  # located only when a duplicate needs it
+        if test.edits is not None:
+            _check_edits(source, tree, (*base_loc, "tests", t_index), test, problems)
         reason = test.reason or comment_above(lines, (entry_loc.line or 1) - 1)
         out.append(ResolvedEntry(tuple(test.names), test.mode, test.edits, reason, entry_loc))
     return out
