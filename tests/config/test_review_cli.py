@@ -44,7 +44,7 @@ def repo(tmp_path: Path) -> Path:
 
 def test_git_revisions_markdown(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "review.md"
-    code = main(["review", "HEAD~1:configs/", "HEAD:configs", "--repo", str(repo), "--format", "markdown", "-o", str(out)])
+    code = main(["review", "HEAD~1:configs/", "HEAD:configs", "--repo", str(repo), "--format", "markdown", "--out", str(out)])
     assert code == 0
     md = out.read_text()
     assert "| `TestA::test_one` | changed: mode, reason | mandatory_success → skip |" in md
@@ -56,7 +56,7 @@ def test_git_revisions_markdown(repo: Path, tmp_path: Path, capsys: pytest.Captu
 
 def test_revision_against_work_tree_html(repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "review.html"
-    assert main(["review", "HEAD:configs", str(repo / "configs"), "--repo", str(repo), "--format", "html", "-o", str(out)]) == 0
+    assert main(["review", "HEAD:configs", str(repo / "configs"), "--repo", str(repo), "--format", "html", "--out", str(out)]) == 0
     page = out.read_text()
     HTMLParser().feed(page)
     assert "skip → xfail" in page and "Work in progress." in page
@@ -97,6 +97,6 @@ def test_rerun_is_byte_identical(repo: Path, tmp_path: Path) -> None:
     outs = []
     for i in range(2):
         out = tmp_path / f"r{i}.html"
-        assert main(["review", "HEAD~1:configs", "HEAD:configs", "--repo", str(repo), "--format", "html", "-o", str(out)]) == 0
+        assert main(["review", "HEAD~1:configs", "HEAD:configs", "--repo", str(repo), "--format", "html", "--out", str(out)]) == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
