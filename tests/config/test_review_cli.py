@@ -47,9 +47,14 @@ def test_git_revisions_markdown(repo: Path, tmp_path: Path, capsys: pytest.Captu
     code = main(["review", "HEAD~1:configs/", "HEAD:configs", "--repo", str(repo), "--format", "markdown", "--out", str(out)])
     assert code == 0
     md = out.read_text()
-    assert "| `TestA::test_one` | changed: mode, reason | mandatory_success → skip |" in md
+    assert "| ~✖ | `TestA::test_one` | changed: mode, reason | mandatory_success → skip |" in md
     assert "Crashes since the upgrade. (was: Green on the backend.)" in md
-    assert "evidence" in md and "a.yaml:7" in md
+    assert "| new a.yaml:7 / old a.yaml:7 |" in md
+    # the ten-second summary comes first, then the lost tests, then the legend
+    lines = md.splitlines()
+    assert lines[2] == "**2 of 2 mandatory_success test(s) lose that mode; 0 added, 0 removed, 2 changed test(s) in 1 file(s)**"
+    assert lines[4].startswith("> ✖ **mandatory_success lost (2)**: `${TORCH_ROOT}/test/test_a.py::TestA::test_one`")
+    assert lines[6].startswith("<sub>Legend: ")
     assert (repo / "configs" / "a.yaml").read_text().count("Work in progress.") == 1  # work tree untouched
     assert git(repo, "status", "--porcelain").strip() == "M configs/a.yaml"
 
