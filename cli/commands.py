@@ -11,6 +11,7 @@ reads the same whatever typer release is installed. Options come from
 from __future__ import annotations
 
 import inspect
+import shlex
 import textwrap
 from typing import Any
 
@@ -26,6 +27,19 @@ def _ancestor(cls: type, name: str) -> type[Exception]:
 #: of usage errors: taken from typer.BadParameter's ancestry, which every release exports.
 ClickError = _ancestor(typer.BadParameter, "ClickException")
 UsageError = _ancestor(typer.BadParameter, "UsageError")
+
+
+_ARGV: list[str] = []
+
+
+def record_invocation(argv: list[str]) -> None:
+    """Remember the command line being run (``main`` calls this), for reports that record it."""
+    _ARGV[:] = argv
+
+
+def invocation() -> str:
+    """The command line being run, as a shell takes it back."""
+    return shlex.join(["testcurator", *_ARGV])
 
 
 def usage_error(message: str) -> Exception:

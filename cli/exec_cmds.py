@@ -73,21 +73,13 @@ def summary_table(records: Sequence[TestRecord], title: str) -> Table:
 
 def example(records: Sequence[TestRecord], width: int = 160) -> str:
     """``test: reason`` for the first record that has a reason (a skip's, a failure's evidence)."""
+    from testcurator.pipelines.report import outcome_reason
+
     for record in records:
-        reason = reason_of(record)
+        reason = outcome_reason(record)
         if reason:
             return f"{record.generic or record.nodeid}: {reason}"[:width]
     return (records[0].generic or records[0].nodeid)[:width] if records else ""
-
-
-def reason_of(record: TestRecord) -> str:
-    """Why a test ended as it did, on one line: the classifier's evidence, else pytest's text."""
-    text = record.evidence or (record.failure_text if record.outcome != "passed" else None) or ""
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line.removeprefix("Skipped: ")
-    return ""
 
 
 def exec_command(

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from testcurator.cli.commands import ClickError, UsageError, new_group
+from testcurator.cli.commands import ClickError, UsageError, new_group, record_invocation
 from testcurator.errors import ConfigError, CuratorError
 
 
@@ -84,6 +84,7 @@ def report_usage_error(exc: Exception, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
+    record_invocation(sys.argv[1:] if argv is None else list(argv))
     try:
         # standalone_mode=False: errors come here instead of typer's boxed, multi-line report.
         result = app(args=argv, prog_name="testcurator", standalone_mode=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from testcurator.cli.commands import command
+from testcurator.cli.commands import command, invocation
 from testcurator.cli.options import (BackendReq, Brain, CaptureOps, Embed, Execute, LlmBaseUrl, LlmModel, OutDirReq,
                                      Resume, Retries, StateDir, Timeout, TorchRootReq, Workers)
 from testcurator.memory.paths import resolve_state_dir
@@ -28,6 +28,7 @@ def run_cmd(
     llm_model: LlmModel = None,
 ) -> None:
     """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs/ and report.md/.json to --out."""
+    from testcurator.pipelines.report import finish_report
     from testcurator.pipelines.run import RunOptions, run_nightly
 
     console = Console(highlight=False)
@@ -36,9 +37,14 @@ def run_cmd(
                       retries=retries, embed=embed, capture_ops=capture_ops, llm_base_url=llm_base_url,
                       llm_model=llm_model)
     state = run_nightly(opts, lambda message: console.print(message, markup=False))
+    code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     verify = state.get("verified")
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}"
-                  + ("" if verify is None else f" (verified on the device: {bool(verify)})"), markup=False)
+                  + ("" if verify is None else f" (verified on the device: {bool(verify)})")
+                  + (f"; exit {code}: mandatory_success failures in the verification run (see the report)" if code else ""),
+                  markup=False)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

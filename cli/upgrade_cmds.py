@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from testcurator.cli.commands import command
+from testcurator.cli.commands import command, invocation
 from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
                                      Execute, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Retries, StateDir,
                                      Timeout, TorchRoot, Workers)
@@ -43,6 +43,10 @@ def upgrade_cmd(
                      capture_ops=capture_ops, llm_base_url=llm_base_url, llm_model=llm_model)
     data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run),
                        lambda message: console.print(message, markup=False))
+    if (out / "report.json").is_file():
+        from testcurator.pipelines.report import finish_report
+
+        finish_report(out, invocation())  # a delta run has no verification: its exit code is 0
     console.print(f"done: {data['evaluated']}; configs in {out / 'configs'}", markup=False)
 
 
