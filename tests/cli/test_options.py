@@ -115,3 +115,19 @@ def test_deprecated_spellings_warn_and_still_work(tmp_path: Path, capsys: pytest
     assert main(["review", str(cfg), str(cfg), "--format", "markdown", "-o", str(out)]) == 0
     assert "warning: -o/--output is deprecated; use --out" in capsys.readouterr().err
     assert out.read_text().startswith("## testcurator config review")
+
+
+def test_exec_state_dir_supplies_the_torch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from testcurator.cli.exec_cmds import _memory_torch_root
+
+    tree = tmp_path / "upstream"
+    (tree / "test").mkdir(parents=True)
+    (tree / "test" / "test_a.py").write_text("def test_one():\n    pass\n")
+    state = tmp_path / "state"
+    monkeypatch.delenv("TESTCURATOR_STATE_DIR", raising=False)
+    assert _memory_torch_root(state) is None  # no memory there yet
+    assert main(["memory", "build", "--torch-root", str(tree), "--state-dir", str(state), "--no-embed"]) == 0
+    assert _memory_torch_root(state) == tree.resolve()
+    monkeypatch.setenv("TESTCURATOR_STATE_DIR", str(state))  # the environment variable says the same
+    assert _memory_torch_root(None) == tree.resolve()
