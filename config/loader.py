@@ -239,11 +239,11 @@ def _load(
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a config loads.
+    """No cyclic garbage collection inside the block (a config loading, the plugin marking items).
 
-    Loading allocates a few objects per YAML node and none of them form cycles; on a
-    50,000-entry config the collector's repeated full passes over the growing heap cost
-    more than parsing itself (bench/config_load.py).
+    Both allocate many objects and none that form cycles; on a 50,000-entry config the
+    collector's repeated full passes over the growing heap cost more than parsing itself
+    (bench/config_load.py).
     """
     was_enabled = gc.isenabled()
     gc.disable()

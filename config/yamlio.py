@@ -28,25 +28,37 @@ from testcurator.errors import ConfigError, Location, Problem
 from testcurator.files import atomic_write_text  # noqa: F401  (re-exported: the config's writers use it)
 
 _STR = "tag:yaml.org,2002:str"
+_NODE_CLASSES: dict[str, Any] = {"scalar": ScalarNode, "sequence": SequenceNode, "mapping": MappingNode}
 _MERGE = "tag:yaml.org,2002:merge"
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # pure Python where libyaml is missing
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """The safe loader, with a shortcut in tag resolution for the common scalar.
+    """The safe loader, with tag resolution that is faster and does not depend on class identity.
 
-    libyaml asks the (Python) resolver for the tag of every scalar; a quoted scalar, or a
-    plain one whose first character starts no implicit type (int, bool, null, float...),
-    is a string whatever its rest, which is what the full resolver would conclude too.
+    libyaml asks the (Python) resolver for the tag of every node. A quoted scalar, or a plain
+    one whose first character starts no implicit type (int, bool, null, float...), is a string
+    whatever its rest, which is what PyYAML's resolver would conclude too, after more work.
+    Node kinds are told by their ``id``: PyYAML's own resolver compares classes by identity,
+    which fails (and resolves no tag at all) when ``yaml.nodes`` was imported afresh beside
+    the C extension's copy, as pytest's in-process runs (pytester) do.
     """
 
     _STARTS = frozenset(k for k in _Base.yaml_implicit_resolvers if k)
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is ScalarNode and not self.yaml_path_resolvers and None not in self.yaml_implicit_resolvers:
-            if not implicit[0] or (value and value[0] not in self._STARTS):
-                return _STR
-        return super().resolve(kind, value, implicit)
+        node_id = getattr(kind, "id", None)
+        if node_id == "sequence":
+            return self.DEFAULT_SEQUENCE_TAG
+        if node_id == "mapping":
+            return self.DEFAULT_MAPPING_TAG
+        if not implicit[0] or (value and value[0] not in self._STARTS and None not in self.yaml_implicit_resolvers):
+            return self.DEFAULT_SCALAR_TAG
+        resolvers = self.yaml_implicit_resolvers
+        for tag, regexp in resolvers.get(value[0] if value else "", []) + resolvers.get(None, []):
+            if regexp.match(value):
+                return tag
+        return self.DEFAULT_SCALAR_TAG
 
 
 def read_yaml(path: Path) -> Node | None:
@@ -69,7 +81,7 @@ def compose(text: str, file: str) -> Node | None:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Location(file, mark.line + 1, mark.column + 1) if mark is not None else Location(file)
-        what = exc.problem or exc.context or "invalid YAML"
+        what = ", ".join(x for x in (exc.context, exc.problem) if x) or "invalid YAML"
         raise ConfigError([Problem(where, f"YAML syntax error: {what}")]) from exc
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (no mark)
         raise ConfigError([Problem(Location(file), f"YAML error: {exc}")]) from exc
@@ -97,26 +109,29 @@ class _Converter:
         self.constructor, self.problems, self.file = constructor, problems, file
 
     def value(self, node: Node) -> Any:
-        cls = node.__class__
-        if cls is ScalarNode:
-            return node.value if node.tag == _STR else self.constructor.construct_object(node, deep=True)
-        if cls is SequenceNode:
-            return [item.value if item.__class__ is ScalarNode and item.tag == _STR else self.value(item)
-                    for item in node.value]
-        if cls is MappingNode:
+        kind = node.id  # not the class: see _Loader
+        if kind == "scalar":
+            return node.value if node.tag == _STR else self.construct(node)
+        if kind == "sequence":
+            return [item.value if item.tag == _STR and item.id == "scalar" else self.value(item) for item in node.value]
+        if kind == "mapping":
             return self.mapping(node)
-        return self.constructor.construct_object(node, deep=True)
+        return self.construct(node)
 
-    def mapping(self, node: MappingNode) -> dict[Any, Any]:
+    def construct(self, node: Node) -> Any:
+        """PyYAML's constructor for what is not a plain string (ints, bools, ``<<`` merges)."""
+        return self.constructor.construct_object(_native(node), deep=True)
+
+    def mapping(self, node: Node) -> dict[Any, Any]:
         if any(key.tag == _MERGE for key, _ in node.value):
-            return self.constructor.construct_object(node, deep=True)  # rare: let PyYAML merge ``<<``
+            return self.construct(node)  # rare: let PyYAML merge ``<<``
         out: dict[Any, Any] = {}
         first: dict[Any, Node] = {}
         for key_node, value_node in node.value:
-            if key_node.__class__ is not ScalarNode:
+            if key_node.id != "scalar":
                 self.problems.append(Problem(position(key_node, self.file), "a mapping key must be a plain value"))
                 continue
-            key = key_node.value if key_node.tag == _STR else self.constructor.construct_object(key_node)
+            key = key_node.value if key_node.tag == _STR else self.construct(key_node)
             if key in first:
                 line = first[key].start_mark.line + 1
                 self.problems.append(Problem(position(key_node, self.file), f"key {key!r} given twice (first at line {line})"))
@@ -124,6 +139,21 @@ class _Converter:
             first[key] = key_node
             out[key] = self.value(value_node)
         return out
+
+
+def _native(node: Node) -> Node:
+    """``node`` rebuilt from this ``yaml.nodes`` when the C extension made it from another copy
+    of the module (see _Loader): PyYAML's constructor checks node classes by isinstance."""
+    cls = _NODE_CLASSES[node.id]
+    if node.__class__ is cls:
+        return node
+    if node.id == "scalar":
+        return cls(node.tag, node.value, node.start_mark, node.end_mark, node.style)
+    if node.id == "sequence":
+        value: Any = [_native(item) for item in node.value]
+    else:
+        value = [(_native(k), _native(v)) for k, v in node.value]
+    return cls(node.tag, value, node.start_mark, node.end_mark, node.flow_style)
 
 
 def position(node: Node, file: str) -> Location:
@@ -134,11 +164,12 @@ def position(node: Node, file: str) -> Location:
 
 def child(node: Node | None, part: str | int) -> tuple[Node, Node] | None:
     """(key node or item node, value node) of ``part`` inside ``node``; None when absent."""
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if key.__class__ is ScalarNode and key.value == part:
+    kind = getattr(node, "id", None)
+    if kind == "mapping":
+        for key, value in node.value:  # type: ignore[union-attr]
+            if key.id == "scalar" and key.value == part:
                 return key, value
-    elif isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+    elif kind == "sequence" and isinstance(part, int) and 0 <= part < len(node.value):  # type: ignore[union-attr]
         item = node.value[part]
         return item, item
     return None
