@@ -19,21 +19,21 @@ import re
 from testcurator.config.review import ReviewReport, TestChange
 from testcurator.config.review_render import KIND_MARK, LOST, STALE, arrow, edit_parts, file_heading, headline, what
 
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1280px;padding:0 1.5em;color:#1f2328}
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1280px;padding:0 1em;color:#1f2328}
 h1{font-size:1.35em;margin:0 0 .3em}h2{font-size:1.1em;margin-top:1.6em}code{font:12.5px ui-monospace,monospace}
 .headline{font-size:1.15em;font-weight:600;margin:.2em 0 1em}.headline.bad{color:#cf222e}
 .banner{padding:8px 12px;margin:.6em 0;border-left:6px solid}.banner ul{margin:.3em 0;padding-left:1.4em}
 .banner.lost{background:#ffebe9;border-color:#cf222e}.banner.stale{background:#fff8c5;border-color:#bf8700}
 .legend{display:flex;flex-wrap:wrap;gap:.4em 1.4em;font-size:12.5px;margin:.8em 0;padding:6px 10px;border:1px solid #d0d7de;background:#f6f8fa}
 .legend span{white-space:nowrap}.sw{display:inline-block;width:14px;height:14px;vertical-align:-2px;margin-right:4px;border:1px solid #d0d7de}
-table{border-collapse:collapse;margin:.5em 0;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.5em 0;width:100%}th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.n{text-align:right}td.mark{width:2.2em;white-space:nowrap;font-weight:700}
-table.tests td.name{width:30%}table.tests td.name code{overflow-wrap:normal;word-break:normal}
+table.tests td.name{width:28%}table.tests td.name code{overflow-wrap:normal;word-break:normal}
 tr.added td.mark{border-left:5px solid #1a7f37;color:#1a7f37}tr.removed td.mark{border-left:5px solid #cf222e;color:#cf222e}
 tr.changed td.mark{border-left:5px solid #9a6700;color:#9a6700}tr.lost td{background:#ffebe9}tr.lost td.mark{color:#cf222e}
-tr td.stale{background:#fff8c5}td a{white-space:nowrap}table.counts{width:auto;min-width:24em}.chip{display:inline-block;white-space:nowrap;margin:1px 4px 1px 0;padding:0 5px;border-radius:3px;font:12px ui-monospace,monospace}
+tr td.stale{background:#fff8c5}table.counts{width:auto;min-width:24em}.chip{display:inline-block;white-space:nowrap;margin:1px 4px 1px 0;padding:0 5px;border-radius:3px;font:12px ui-monospace,monospace}
 .chip.add{background:#dafbe1;color:#116329}.chip.del{background:#ffebe9;color:#a40e26}.chip.same{background:#eaeef2}
-.note{background:#fff8c5;padding:6px 10px}#filter{margin:1em 0;padding:4px;width:24em}
+.scroll{overflow-x:auto}.note{background:#fff8c5;padding:6px 10px}#filter{margin:1em 0;padding:4px;width:24em}
 figure{margin:.8em 0;border:1px solid #d0d7de}figure:target{outline:3px solid #0969da}figcaption{background:#f6f8fa;padding:3px 8px;font-size:12.5px}
 pre{margin:0;padding:4px 0;overflow-x:auto}pre span{display:block;padding:0 8px;white-space:pre}pre span.hit{background:#fff8c5}
 pre i{display:inline-block;width:4em;color:#656d76;font-style:normal;user-select:none}"""
@@ -80,12 +80,12 @@ def _edits(t: TestChange) -> str:
 
 def _reason(t: TestChange) -> tuple[str, str]:
     if t.kind == "removed":
-        return "", _e(t.old_reason)
+        return ' class="reason"', _e(t.old_reason)
     if t.stale_reason:
-        return ' class="stale"', f"{STALE} unchanged although the mode changed: {_e(t.new_reason)}"
+        return ' class="reason stale"', f"{STALE} unchanged although the mode changed: {_e(t.new_reason)}"
     if "reason" in t.aspects:
-        return "", f"{_e(t.new_reason or '(none)')}<br><small>was: {_e(t.old_reason or '(none)')}</small>"
-    return "", _e(t.new_reason)
+        return ' class="reason"', f"{_e(t.new_reason or '(none)')}<br><small>was: {_e(t.old_reason or '(none)')}</small>"
+    return ' class="reason"', _e(t.new_reason)
 
 
 def _row(t: TestChange) -> str:
@@ -150,10 +150,10 @@ def to_html(report: ReviewReport) -> str:
         out.append(f"<h2><code>{_e(f.raw_path)}</code>: {_e(file_heading(f).split(': ', 1)[1])}</h2>")
         out += [f"<p>capability {_e(c)}</p>" for c in f.capabilities]
         if f.tests:
-            out.append('<table class="tests"><tr><th></th><th>test</th><th>change</th><th>mode</th><th>edits</th>'
+            out.append('<div class="scroll"><table class="tests"><tr><th></th><th>test</th><th>change</th><th>mode</th><th>edits</th>'
                        "<th>reason</th><th>config</th></tr>")
             out += [_row(t) for t in f.tests]
-            out.append("</table>")
+            out.append("</table></div>")  # a narrow window scrolls the table, the page stays put
     excerpts = _excerpts(report)
     if excerpts:
         out += ["<h2>Config lines</h2>", *excerpts]

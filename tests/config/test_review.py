@@ -204,7 +204,7 @@ def test_edits_as_added_and_removed_items_stale_reason_and_lost_mandatory(tmp_pa
     text = render(report, "terminal", width=60)
     assert "✖  mandatory_success lost (1)" in text and "legend:" in text
     page = render(report, "html")
-    assert '<tr class="t changed lost">' in page and '<td class="stale">' in page
+    assert '<tr class="t changed lost">' in page and '<td class="reason stale">' in page
     assert '<a href="#new-test-a-yaml-9">new test_a.yaml:9</a>' in page and '<figure id="new-test-a-yaml-9">' in page
 
 

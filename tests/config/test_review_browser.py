@@ -54,6 +54,7 @@ document.querySelectorAll('td.stale').forEach(function(td){r.staleBg.push(getCom
 document.querySelectorAll('td a[href^="#"]').forEach(function(a){var t=document.getElementById(a.getAttribute('href').slice(1));
   r.links.push({text:a.textContent,target:!!t,hit:t&&t.querySelector('span.hit')?t.querySelector('span.hit').textContent:null});});
 document.querySelectorAll('td .chip').forEach(function(c){r.chipHeights.push(c.getBoundingClientRect().height);});
+r.pageOverflow=document.documentElement.scrollWidth>document.documentElement.clientWidth;
 var lg=document.getElementById('legend');r.legendHeight=lg?lg.getBoundingClientRect().height:0;r.legend=lg?lg.textContent:'';
 var p=document.createElement('pre');p.id='layout-check';p.textContent=JSON.stringify(r);document.body.appendChild(p);})();</script>"""
 
@@ -137,6 +138,7 @@ def test_dom_after_layout(page: Path, tmp_path: Path) -> None:
     names = {n["text"]: n for n in r["names"]}
     assert set(names) == {LONG, "TestTensorArithmetic::test_add_scalar"}  # whole names, nothing cut
     assert not any(n["overflow"] for n in r["names"])
+    assert not r["pageOverflow"]  # nothing runs off the right edge either
     assert names[LONG]["lines"] >= 2  # the long name wraps in its cell instead
     assert r["lostBg"] == ["rgb(255, 235, 233)"]
     assert r["staleBg"] == ["rgb(255, 248, 197)"]
