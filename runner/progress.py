@@ -71,7 +71,7 @@ class RichProgress:
 
     def __init__(self, console: Console | None = None) -> None:
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.fields[name]:<11}"), BarColumn(), MofNCompleteColumn(),
+            SpinnerColumn(finished_text="✓"), TextColumn("{task.fields[name]:<11}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
             console=console or Console(stderr=True), transient=False,
         )
@@ -107,4 +107,7 @@ class RichProgress:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._depth -= 1
         if self._depth == 0:
+            if et is None and self.task is not None:  # the last phase (merging) ended with the run
+                task = self.progress.tasks[self.task]
+                self.progress.update(self.task, total=task.total or 1, completed=task.total or 1)
             self.progress.stop()

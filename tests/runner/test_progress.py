@@ -41,6 +41,7 @@ def test_one_row_per_phase_and_the_cli_row_becomes_the_run(tmp_path: Path) -> No
     assert not progress.progress.live.is_started
     assert [t.fields["name"] for t in progress.progress.tasks] == ["running", "retrying 1", "merging"]
     assert progress.progress.tasks[0].completed == 5  # a finished phase shows full
+    assert all(t.finished for t in progress.progress.tasks)  # merging too, once the run ended
 
 
 class Recording:
