@@ -229,9 +229,19 @@ def is_generic_name(name: str) -> bool:
     return bool(GENERIC_NAME_RE.match(name))
 
 
-def instantiated_hint(name: str) -> str | None:
+def instantiated_hint(
+    name: str, *, known_tests: Collection[str] = (), variant_names: Collection[str] = ()
+) -> str | None:
     """If ``name`` looks like an instantiated name (``TestFooCPU::test_bar_cpu_float32``),
-    the generic name it most likely stands for; else None."""
+    the generic name it most likely stands for; else None.
+
+    Device and dtype suffixes come off by themselves; what lies between the test and the
+    device (an OpInfo, a ModuleInfo, ``@parametrize`` values) needs knowledge:
+    ``known_tests`` (generic ``Class::test`` names defined upstream: the longest one that
+    prefixes the name wins, the exact answer) or else ``variant_names`` (OpInfo/ModuleInfo
+    names as formatted in test names, ``nn_functional_relu``: the longest that ends the
+    name is cut off). Without either, only the suffixes are stripped.
+    """
     cls, test = split_name(name)
     if not cls:
         return None
@@ -239,4 +249,18 @@ def instantiated_hint(name: str) -> str | None:
     if device is None:
         return None
     gtest, _ = _strip_device_dtype(test, device)
-    return join_name(gcls, gtest) if gtest != test else None
+    if gtest == test:
+        return None
+    if known_tests:
+        base = _longest_known(gcls, gtest, known_tests)
+        if base is not None:
+            return join_name(gcls, base)
+    # @modules tests of modules that differ in training carry _train_mode/_eval_mode last.
+    stem = next((gtest[: -len(m)] for m in _MODE_SUFFIXES if gtest.endswith(m)), gtest)
+    for variant in sorted(variant_names, key=len, reverse=True):
+        if stem.endswith("_" + variant) and len(stem) - len(variant) - 1 > len("test"):
+            return join_name(gcls, stem[: -len(variant) - 1])
+    return join_name(gcls, gtest)
+
+
+_MODE_SUFFIXES = ("_train_mode", "_eval_mode")

@@ -240,11 +240,12 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
             retried = retry.run([retry._absolute(n) for n in failing], workers)
             invocations += retry.invocations
             records = merge_retry(records, retried, attempt)
-    ordered = tuple(records[n] for n in _order(first.known, records))
-    write_jsonl(spec.out_dir / "results.jsonl", ordered)
-    write_junit(spec.out_dir / "junit.xml", ordered)
-    manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
-    write_manifest(spec.out_dir / "manifest.json", manifest)
+        progress.phase("merging", None)  # results, JUnit XML and manifest from every pass
+        ordered = tuple(records[n] for n in _order(first.known, records))
+        write_jsonl(spec.out_dir / "results.jsonl", ordered)
+        write_junit(spec.out_dir / "junit.xml", ordered)
+        manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
+        write_manifest(spec.out_dir / "manifest.json", manifest)
     return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
 
 

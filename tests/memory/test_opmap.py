@@ -199,7 +199,7 @@ def test_cli_ingest_and_tests_for(tmp_path: Path, capsys: pytest.CaptureFixture[
     state = str(tmp_path / "state")
     assert main(["ops", "ingest", str(path), "--state-dir", state]) == 0
     assert "5 record(s)" in capsys.readouterr().out
-    assert main(["ops", "tests-for", "aten::add", "--dtype", "float16", "--state-dir", state, "--json"]) == 0
+    assert main(["ops", "tests-for", "aten::add", "--dtype", "float16", "--state-dir", state, "--format", "json"]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert [h["nodeid"] for h in hits] == ["t.py::TestFooCPU::test_fn_add_cpu_float16"]
     assert main(["ops", "for-test", "TestBar::test_sum", "--state-dir", state]) == 0
