@@ -2,6 +2,8 @@
 
 Three sources, each cheap on a rerun:
 1. the tree-sitter index, summaries and embeddings (testcurator.memory.builder, incremental);
+   with the LLM brain on, the model writes the summaries (agents/llm_summaries.py) before
+   they are embedded;
 2. a collect-only pass with the capture plugin: every instance's generic name, device,
    dtype, OpInfo op and ModuleInfo, before anything runs (the static op map);
 3. one execution on CPU under the op-capturing TorchDispatchMode: the aten ops each test
@@ -118,7 +120,9 @@ def evidence(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def run_memory_stage(ctx: RunContext, store: RunStore, files: Sequence[str]) -> dict[str, Any]:
     """Build or refresh memory for ``files``; returns build figures for the report."""
-    stats = build(ctx.torch_root, list(files), ctx.state_dir, embed=ctx.embed)
+    # Embeddings after the summaries: with the LLM brain on, the model writes them.
+    stats = build(ctx.torch_root, list(files), ctx.state_dir, embed=False)
+    summaries = _summaries(ctx, files)
     static = static_map(ctx, store, files)
     captured = captured_map(ctx, store, files)
     opmap = OpMap(ctx.state_dir)
@@ -127,4 +131,16 @@ def run_memory_stage(ctx: RunContext, store: RunStore, files: Sequence[str]) -> 
             opmap.ingest(path)
     store.write_json("evidence.json", evidence(read_records([static, captured])))
     return {"files": stats.files_total, "parsed": stats.files_parsed, "tests": stats.tests_total,
-            "failed_files": [f"{path}: {why}" for path, why in stats.failures], "captured": captured is not None}
+            "failed_files": [f"{path}: {why}" for path, why in stats.failures], "captured": captured is not None,
+            **summaries}
+
+
+def _summaries(ctx: RunContext, files: Sequence[str]) -> dict[str, int]:
+    """LLM-written summaries when the brain writes them, else the offline ones (and the
+    embeddings of whichever is current)."""
+    from testcurator.agents.llm_summaries import drop_llm_summaries, write_llm_summaries
+
+    if getattr(ctx.brain, "writes_summaries", False):
+        return write_llm_summaries(ctx.brain, ctx.state_dir, ctx.torch_root, files, embed=ctx.embed)
+    dropped = drop_llm_summaries(ctx.state_dir, embed=ctx.embed)
+    return {"llm_summaries_dropped": dropped} if dropped else {}
