@@ -30,7 +30,7 @@ CONTRADICTS_EXECUTION = "contradicts_execution"
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
 # Infrastructure failures say nothing about the test itself (runner, device reset...).
-_NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
+NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailVio
         if r.dtype not in decision.exclude_dtypes
         and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
         and not (r.module and r.module in decision.exclude_modules)
-        and r.failure_class not in _NOT_EVIDENCE
+        and r.failure_class not in NOT_EVIDENCE
     ]
     if decision.mode == "mandatory_success":
         failing = [r.variant for r in kept if r.consistently_failed]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.config.yamlio import atomic_write_text
+from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 
@@ -44,6 +45,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains), "usage": ctx.brain.usage.as_dict(),
         "timings_s": store.read_json("timings.json", {}), "memory": store.read_json("memory.json", {}),
         "emit": store.read_json("emit.json", {}), "verify": store.read_json("verify.json"),
+        **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
 
 
@@ -90,7 +92,7 @@ def _markdown(data: Mapping[str, Any]) -> str:
         lines += [f"  - `{n}`" for n in verify["mandatory_failures"][:50]]
     lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
               "- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())), "",
-              "## Time per stage (s)", ""] + [f"- {k}: {v}" for k, v in data["timings_s"].items()]
+              brain_report.markdown(data), "## Time per stage (s)", ""] + [f"- {k}: {v}" for k, v in data["timings_s"].items()]
     return "\n".join(lines) + "\n"
 
 
