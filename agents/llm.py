@@ -33,7 +33,7 @@ from testcurator.agents.llm_answers import BucketAnswer, BucketItem, ScopeAnswer
 from testcurator.agents.llm_budget import Plan, plan_batches
 from testcurator.agents.llm_cache import digest
 from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, StructuredClient, problem_summary
-from testcurator.agents.llm_negotiate import one_line, with_schema_in_prompt
+from testcurator.agents.llm_negotiate import Narrow, one_line, with_schema_in_prompt
 from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BrainError
 from testcurator.prompts import Prompt, load_prompt
@@ -41,6 +41,7 @@ from testcurator.prompts import Prompt, load_prompt
 FALLBACK_BRAIN = "llm->offline"
 REASON_CHARS = 600  # an accepted answer's reasoning, on one line, becomes the config comment
 EVIDENCE_ITEMS = 10
+MIN_SUMMARY_WORDS = 4
 
 
 class RailError(BrainError):
@@ -62,6 +63,11 @@ class _Stage(Generic[R]):
     to_record: Callable[[Any, Prompt], R]
     check: Callable[[Sequence[R], Sequence[Any], BrainContext], list[rails.RailViolation]]
     fallback: Callable[[Brain, Sequence[Any], BrainContext], list[R]]
+
+    @property
+    def key_field(self) -> str:
+        """The answer item's field that names the request (what the answer is narrowed on)."""
+        return "path" if self.record is FileDecision else "test"
 
 
 def _evidence(items: Sequence[str]) -> tuple[str, ...]:
@@ -201,8 +207,9 @@ class LLMBrain:
         False when the endpoint or the answer format failed (worth asking again later)."""
         variables = {"backend": ctx.backend.to_prompt(), stage.items_var: [request_json(r) for r in batch]}
         content = json.dumps(variables, sort_keys=True, default=str)
+        narrow = Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in batch))
         try:
-            answer = self.client.call(prompt, variables, stage.answer, content, max_tokens=max_tokens)
+            answer = self.client.call(prompt, variables, stage.answer, content, max_tokens=max_tokens, narrow=narrow)
         except (LLMAnswerError, LLMTransportError) as exc:
             why = _failure(exc)  # one failed call is one error, however many tests it carried
             return {}, {stage.key(r): [why] for r in batch}, False
@@ -212,7 +219,8 @@ class LLMBrain:
             todo = [r for r in batch if stage.key(r) not in accepted]
             correction = Correction(answer.model_dump_json(), tuple(str(v) for v in problems))
             try:
-                retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens)
+                retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
+                                         narrow=narrow)
             except (LLMAnswerError, LLMTransportError) as exc:
                 why = _failure(exc)
                 return accepted, {stage.key(r): [why] for r in todo}, False
@@ -276,11 +284,17 @@ class LLMBrain:
             variables = {"tests": [tests[i] for i in batch.indices]}
             try:
                 answer = self.client.call(prompt, variables, SummaryAnswer, json.dumps(variables, sort_keys=True, default=str),
-                                          max_tokens=batch.max_tokens)
+                                          max_tokens=batch.max_tokens,
+                                          narrow=Narrow("summaries", "test", tuple(t["test"] for t in variables["tests"])))
             except (LLMAnswerError, LLMTransportError):
                 continue  # counted in usage; the offline summary stands for these tests
-            out.update({s.test: one_line(s.summary, 600) for s in answer.summaries if s.test in wanted and s.summary.strip()})
+            out.update({s.test: one_line(s.summary, 600) for s in answer.summaries if s.test in wanted and _useful(s.test, s.summary)})
         return out
+
+
+def _useful(test: str, summary: str) -> bool:
+    """A summary says something beyond the name (a small model often just echoes it)."""
+    return summary.strip() != test and len(summary.split()) >= MIN_SUMMARY_WORDS
 
 
 def _failure(exc: LLMAnswerError | LLMTransportError) -> str:

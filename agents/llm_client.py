@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 from testcurator.agents.brain import Usage
 from testcurator.agents.llm_budget import discover_context
 from testcurator.agents.llm_cache import AnswerCache, AuditLog, digest, schema_hash
-from testcurator.agents.llm_negotiate import MODES, one_line, parse_answer
+from testcurator.agents.llm_negotiate import MODES, Narrow, one_line, parse_answer
 from testcurator.agents.llm_transport import Transport
 from testcurator.errors import BadInputError, BrainError
 from testcurator.prompts import Prompt, load_prompt
@@ -210,11 +210,13 @@ class StructuredClient:
         return digest(digest(content), prompt.hash, self.settings.model, schema_hash(response_model), fix)
 
     def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T],
-             cache_key_content: str, correction: Correction | None = None, *, max_tokens: int | None = None) -> T:
+             cache_key_content: str, correction: Correction | None = None, *, max_tokens: int | None = None,
+             narrow: Narrow | None = None) -> T:
         """The model's answer to ``prompt`` as a validated ``response_model``.
 
         ``cache_key_content`` must change whenever the input that matters changes (callers
-        pass the JSON of the batch). Raises LLMAnswerError / LLMTransportError.
+        pass the JSON of the batch); ``narrow`` pins the answer's names to the batch's.
+        Raises LLMAnswerError / LLMTransportError.
         """
         key = self.cache_key(prompt, response_model, cache_key_content, correction)
         cached = self.cache.get(key)
@@ -229,7 +231,7 @@ class StructuredClient:
         messages = prompt.render(variables)
         if correction is not None:
             messages += self._correction_turn(correction)
-        answer = self._ask(prompt, messages, response_model, max_tokens or self.settings.max_output_tokens)
+        answer = self._ask(prompt, messages, response_model, max_tokens or self.settings.max_output_tokens, narrow)
         self.cache.put(key, answer.model_dump_json())
         return answer
 
@@ -238,12 +240,13 @@ class StructuredClient:
         user = self._reask.render({"problems": "\n".join(f"- {p}" for p in correction.problems)})[1]
         return turn + [user]
 
-    def _ask(self, prompt: Prompt, messages: list[dict[str, str]], response_model: type[T], max_tokens: int) -> T:
+    def _ask(self, prompt: Prompt, messages: list[dict[str, str]], response_model: type[T], max_tokens: int,
+             narrow: Narrow | None) -> T:
         last_error: Exception | None = None
         for attempt in range(1, self.settings.max_tries + 1):
             if attempt > 1:
                 self.count(reasks=1)
-            mode, content, finish = self.transport.request(messages, response_model, max_tokens)
+            mode, content, finish = self.transport.request(messages, response_model, max_tokens, narrow)
             try:
                 if finish == "length":
                     raise _CutOff()

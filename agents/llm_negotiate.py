@@ -75,24 +75,49 @@ def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
     return walk(schema)
 
 
-def response_format(mode: str, model: type[BaseModel]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Narrow:
+    """One batch's answer, pinned down: the list ``items`` holds exactly one entry per name
+    in ``names``, and each entry's ``key`` is one of them. A grammar-constrained server then
+    cannot invent a test or skip one; the rails still check what comes back."""
+
+    items: str
+    key: str
+    names: tuple[str, ...]
+
+
+def answer_schema(model: type[BaseModel], narrow: Narrow | None = None, *, counts: bool = True) -> dict[str, Any]:
+    """:func:`compact_schema`, narrowed to one batch (``counts``: min/maxItems too; strict
+    json_schema servers do not all take them)."""
+    schema = compact_schema(model)
+    if narrow is not None and narrow.names:
+        array = schema["properties"][narrow.items]
+        array["items"]["properties"][narrow.key]["enum"] = list(dict.fromkeys(narrow.names))
+        if counts:
+            array["minItems"] = array["maxItems"] = len(set(narrow.names))
+    return schema
+
+
+def response_format(mode: str, model: type[BaseModel], narrow: Narrow | None = None) -> dict[str, Any] | None:
     """The ``response_format`` request field for ``mode`` (None: leave it out)."""
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": model.__name__, "strict": True,
-                                                         "schema": compact_schema(model)}}
+                                                         "schema": answer_schema(model, narrow, counts=False)}}
     if mode == "json_object_schema":
-        return {"type": "json_object", "schema": compact_schema(model)}
+        return {"type": "json_object", "schema": answer_schema(model, narrow)}
     if mode == "json_object":
         return {"type": "json_object"}
     return None
 
 
-def with_schema_in_prompt(mode: str, messages: list[dict[str, str]], model: type[BaseModel]) -> list[dict[str, str]]:
+def with_schema_in_prompt(mode: str, messages: list[dict[str, str]], model: type[BaseModel],
+                          narrow: Narrow | None = None) -> list[dict[str, str]]:
     """``messages`` with the answer schema appended to the system message (every mode but
     json_schema, where the server enforces it)."""
     if mode == "json_schema" or not messages:
         return messages
-    hint = load_prompt("schema").render({"schema": json.dumps(compact_schema(model), separators=(",", ":"))})[1]["content"]
+    schema = json.dumps(answer_schema(model, narrow), separators=(",", ":"))
+    hint = load_prompt("schema").render({"schema": schema})[1]["content"]
     first, rest = messages[0], messages[1:]
     if first["role"] != "system":
         return [{"role": "system", "content": hint}, *messages]

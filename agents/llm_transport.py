@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from testcurator.agents.llm_budget import TokenEstimator
 from testcurator.agents.llm_cache import AuditLog
-from testcurator.agents.llm_negotiate import Negotiator, is_shape_error, response_format, with_schema_in_prompt
+from testcurator.agents.llm_negotiate import Narrow, Negotiator, is_shape_error, response_format, with_schema_in_prompt
 from testcurator.errors import BrainError
 
 if TYPE_CHECKING:
@@ -72,18 +72,18 @@ class Transport:
     def mode(self) -> str:
         return self.negotiator.mode(self.settings.base_url)
 
-    def request(self, messages: list[dict[str, str]], model: type[BaseModel],
-                max_tokens: int) -> tuple[str, str | None, str | None]:
+    def request(self, messages: list[dict[str, str]], model: type[BaseModel], max_tokens: int,
+                narrow: Narrow | None = None) -> tuple[str, str | None, str | None]:
         """(mode used, content, finish reason) of one answered request."""
         if self.down:
             raise LLMTransportError(self.settings.base_url, ConnectionError(self.down), down=True)
         with self._slots:
             while True:
                 mode = self.mode
-                sent = with_schema_in_prompt(mode, messages, model)
+                sent = with_schema_in_prompt(mode, messages, model, narrow)
                 kwargs: dict[str, Any] = {"model": self.settings.model, "messages": sent, "max_tokens": max_tokens,
                                           "timeout": self.settings.timeout}
-                fmt = response_format(mode, model)
+                fmt = response_format(mode, model, narrow)
                 if fmt is not None:
                     kwargs["response_format"] = fmt
                 if self.settings.temperature is not None:
