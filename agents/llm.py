@@ -33,7 +33,7 @@ from testcurator.agents.llm_answers import BucketAnswer, BucketItem, ScopeAnswer
 from testcurator.agents.llm_budget import Plan, plan_batches
 from testcurator.agents.llm_cache import digest
 from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, StructuredClient, problem_summary
-from testcurator.agents.llm_negotiate import Narrow, one_line, with_schema_in_prompt
+from testcurator.agents.llm_negotiate import Narrow, keyed, one_line, with_schema_in_prompt
 from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BrainError
 from testcurator.prompts import Prompt, load_prompt
@@ -217,7 +217,8 @@ class LLMBrain:
         if len(accepted) < len(batch):
             self.client.count(reasks=1)
             todo = [r for r in batch if stage.key(r) not in accepted]
-            correction = Correction(answer.model_dump_json(), tuple(str(v) for v in problems))
+            previous = json.dumps(keyed(answer.model_dump(), narrow), separators=(",", ":"))
+            correction = Correction(previous, tuple(str(v) for v in problems))
             try:
                 retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
                                          narrow=narrow)

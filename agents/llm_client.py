@@ -250,7 +250,7 @@ class StructuredClient:
             try:
                 if finish == "length":
                     raise _CutOff()
-                return parse_answer(mode, content or "", response_model)
+                return parse_answer(mode, content or "", response_model, narrow)
             except (ValidationError, _CutOff) as exc:
                 last_error = exc
             self.count(failures=1)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from testcurator.prompts import load_prompt
 
@@ -77,32 +77,56 @@ def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Narrow:
-    """One batch's answer, pinned down: the list ``items`` holds exactly one entry per name
-    in ``names``, and each entry's ``key`` is one of them. A grammar-constrained server then
-    cannot invent a test or skip one; the rails still check what comes back."""
+    """One batch's answer, pinned to the batch: instead of a list of items that each name
+    their request, the answer is an object with one property per requested name (in batch
+    order, all required, no other), whose value is the item without its name. A
+    grammar-constrained server then cannot invent a name, repeat one or leave one out;
+    :func:`unkey` turns the answer back into the list the answer model declares. The rails
+    still check whatever comes back (a server may ignore the schema)."""
 
     items: str
     key: str
     names: tuple[str, ...]
 
 
-def answer_schema(model: type[BaseModel], narrow: Narrow | None = None, *, counts: bool = True) -> dict[str, Any]:
-    """:func:`compact_schema`, narrowed to one batch (``counts``: min/maxItems too; strict
-    json_schema servers do not all take them)."""
+def answer_schema(model: type[BaseModel], narrow: Narrow | None = None) -> dict[str, Any]:
+    """:func:`compact_schema`, keyed by the batch's names when ``narrow`` is given."""
     schema = compact_schema(model)
     if narrow is not None and narrow.names:
-        array = schema["properties"][narrow.items]
-        array["items"]["properties"][narrow.key]["enum"] = list(dict.fromkeys(narrow.names))
-        if counts:
-            array["minItems"] = array["maxItems"] = len(set(narrow.names))
+        item = copy.deepcopy(schema["properties"][narrow.items]["items"])
+        item["properties"].pop(narrow.key, None)
+        item["required"] = [r for r in item["required"] if r != narrow.key]
+        names = list(dict.fromkeys(narrow.names))
+        schema["properties"][narrow.items] = {"type": "object", "properties": {n: item for n in names},
+                                              "required": names, "additionalProperties": False}
     return schema
+
+
+def unkey(data: Any, narrow: Narrow | None) -> Any:
+    """An answer in the keyed form of :func:`answer_schema` as the answer model's list form
+    (anything else unchanged: validation reports what is wrong with it)."""
+    if narrow is None or not isinstance(data, dict) or not isinstance(data.get(narrow.items), dict):
+        return data
+    listed = [{narrow.key: name, **value} if isinstance(value, dict) else value for name, value in data[narrow.items].items()]
+    return {**data, narrow.items: listed}
+
+
+def keyed(data: Any, narrow: Narrow | None) -> Any:
+    """The inverse of :func:`unkey`: a list-form answer in the keyed form (for re-asks)."""
+    if narrow is None or not isinstance(data, dict) or not isinstance(data.get(narrow.items), list):
+        return data
+    out: dict[str, Any] = {}
+    for item in data[narrow.items]:
+        if isinstance(item, dict) and isinstance(item.get(narrow.key), str):
+            out[item[narrow.key]] = {k: v for k, v in item.items() if k != narrow.key}
+    return {**data, narrow.items: out}
 
 
 def response_format(mode: str, model: type[BaseModel], narrow: Narrow | None = None) -> dict[str, Any] | None:
     """The ``response_format`` request field for ``mode`` (None: leave it out)."""
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": model.__name__, "strict": True,
-                                                         "schema": answer_schema(model, narrow, counts=False)}}
+                                                         "schema": answer_schema(model, narrow)}}
     if mode == "json_object_schema":
         return {"type": "json_object", "schema": answer_schema(model, narrow)}
     if mode == "json_object":
@@ -137,9 +161,16 @@ def extract_json(text: str) -> str:
     return stripped[start:end + 1] if 0 <= start < end else stripped
 
 
-def parse_answer(mode: str, content: str, model: type[T]) -> T:
+def parse_answer(mode: str, content: str, model: type[T], narrow: Narrow | None = None) -> T:
     """Validate an answer; raises pydantic's ValidationError (the client re-asks with it)."""
-    return model.model_validate_json(content if mode != "text" else extract_json(content))
+    text = content if mode != "text" else extract_json(content)
+    if narrow is not None:
+        try:
+            return model.model_validate(unkey(json.loads(text), narrow))
+        except ValueError as exc:
+            if isinstance(exc, ValidationError):
+                raise
+    return model.model_validate_json(text)  # not JSON: pydantic says so, the usual way
 
 
 @dataclass

@@ -74,18 +74,21 @@ def test_batches_and_accepts_valid_answers(fake_openai: FakeOpenAI, llm_settings
     assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
     assert decisions[0].prompt_hash == load_prompt("bucket").hash and decisions[0].reason == "why TestA::test_one"
     assert len(fake_openai.requests) == 2 and brain.usage.calls == 2
-    # The answer is pinned to the batch: only its names, (with JSON mode) exactly one each.
-    items = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["decisions"]
-    assert items["items"]["properties"]["test"]["enum"] == TESTS[:2] and "minItems" not in items
+    # The answer is pinned to the batch: one required property per requested test, in order.
+    decisions = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["decisions"]
+    assert decisions["required"] == list(decisions["properties"]) == TESTS[:2] and decisions["additionalProperties"] is False
+    assert "test" not in decisions["properties"][TESTS[0]]["properties"]
 
 
-def test_json_mode_pins_the_number_of_answers(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
-    brain, _ = make(replace(llm_settings, structured_output="json_object_schema"), tmp_path)
-    fake_openai.script(answer(good_batch(TESTS)))
-    brain.bucket(REQUESTS, ctx)
-    decisions = fake_openai.requests[0]["response_format"]["schema"]["properties"]["decisions"]
-    assert decisions["minItems"] == decisions["maxItems"] == 3
-    assert '"enum":["TestA::test_one","TestA::test_two","TestA::test_mm"]' in fake_openai.requests[0]["messages"][0]["content"]
+def test_keyed_answers_are_read_back_in_list_form(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, fallback = make(replace(llm_settings, structured_output="json_object_schema"), tmp_path)
+    keyed = {"decisions": {t: {k: v for k, v in item(t, "skip").items() if k != "test"} for t in TESTS}}
+    fake_openai.script(answer(keyed))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert [(d.test, d.mode, d.brain) for d in decisions] == [(t, "skip", "llm") for t in TESTS] and fallback.asked == []
+    schema = fake_openai.requests[0]["response_format"]["schema"]
+    assert schema["properties"]["decisions"]["required"] == TESTS
+    assert '"required":["TestA::test_one","TestA::test_two","TestA::test_mm"]' in fake_openai.requests[0]["messages"][0]["content"]
 
 
 def test_rerun_over_unchanged_tests_makes_no_call(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:

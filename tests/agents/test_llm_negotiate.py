@@ -3,13 +3,15 @@ through a server)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
 from testcurator.agents.llm_answers import BucketAnswer
 from testcurator.agents.llm_budget import MARGIN_TOKENS, TokenEstimator, output_cap, plan_batches
-from testcurator.agents.llm_negotiate import (MODES, Negotiator, compact_schema, extract_json, is_shape_error, parse_answer,
-                                              response_format, with_schema_in_prompt)
+from testcurator.agents.llm_negotiate import (MODES, Narrow, Negotiator, answer_schema, compact_schema, extract_json, is_shape_error,
+                                              keyed, parse_answer, response_format, unkey, with_schema_in_prompt)
 
 LLAMA_CPP_PYTHON = "1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
 
@@ -88,3 +90,19 @@ def test_token_estimate_learns_the_denser_ratio_only() -> None:
     assert est.estimate("x" * 300) == 150
     est.observe(300, 50)  # a looser ratio never relaxes the estimate
     assert est.estimate("x" * 300) == 150
+
+
+def test_a_narrowed_answer_is_keyed_by_the_batch_names_and_read_back_as_a_list() -> None:
+    narrow = Narrow("decisions", "test", ("A::a", "A::b"))
+    schema = answer_schema(BucketAnswer, narrow)["properties"]["decisions"]
+    assert schema["required"] == ["A::a", "A::b"] and schema["additionalProperties"] is False
+    assert "test" not in schema["properties"]["A::a"]["required"]
+    body = {"reasoning": "r", "evidence": [], "mode": "skip", "exclude_dtypes": [], "exclude_ops": [],
+            "needs_review": False, "missing": []}
+    listed = unkey({"decisions": {"A::a": body, "A::b": body}}, narrow)
+    assert [d["test"] for d in listed["decisions"]] == ["A::a", "A::b"]
+    assert keyed(listed, narrow) == {"decisions": {"A::a": body, "A::b": body}}
+    answer = parse_answer("json_object_schema", json.dumps({"decisions": {"A::a": body}}), BucketAnswer, narrow)
+    assert [d.test for d in answer.decisions] == ["A::a"]
+    with pytest.raises(ValidationError):
+        parse_answer("json_object_schema", "not json", BucketAnswer, narrow)
