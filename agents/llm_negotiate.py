@@ -97,7 +97,10 @@ def answer_schema(model: type[BaseModel], narrow: Narrow | None = None) -> dict[
         item["properties"].pop(narrow.key, None)
         item["required"] = [r for r in item["required"] if r != narrow.key]
         names = list(dict.fromkeys(narrow.names))
-        schema["properties"][narrow.items] = {"type": "object", "properties": {n: item for n in names},
+        # One definition, referenced per name: the schema (and a prompt that shows it) grows by
+        # a name per request, not by a copy of the item.
+        schema["$defs"] = {"item": item}
+        schema["properties"][narrow.items] = {"type": "object", "properties": {n: {"$ref": "#/$defs/item"} for n in names},
                                               "required": names, "additionalProperties": False}
     return schema
 

@@ -77,7 +77,8 @@ def test_batches_and_accepts_valid_answers(fake_openai: FakeOpenAI, llm_settings
     # The answer is pinned to the batch: one required property per requested test, in order.
     decisions = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["decisions"]
     assert decisions["required"] == list(decisions["properties"]) == TESTS[:2] and decisions["additionalProperties"] is False
-    assert "test" not in decisions["properties"][TESTS[0]]["properties"]
+    item = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["$defs"]["item"]
+    assert decisions["properties"][TESTS[0]] == {"$ref": "#/$defs/item"} and "test" not in item["properties"]
 
 
 def test_keyed_answers_are_read_back_in_list_form(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:

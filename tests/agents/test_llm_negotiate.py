@@ -96,7 +96,8 @@ def test_a_narrowed_answer_is_keyed_by_the_batch_names_and_read_back_as_a_list()
     narrow = Narrow("decisions", "test", ("A::a", "A::b"))
     schema = answer_schema(BucketAnswer, narrow)["properties"]["decisions"]
     assert schema["required"] == ["A::a", "A::b"] and schema["additionalProperties"] is False
-    assert "test" not in schema["properties"]["A::a"]["required"]
+    full = answer_schema(BucketAnswer, narrow)
+    assert schema["properties"]["A::a"] == {"$ref": "#/$defs/item"} and "test" not in full["$defs"]["item"]["required"]
     body = {"reasoning": "r", "evidence": [], "mode": "skip", "exclude_dtypes": [], "exclude_ops": [],
             "needs_review": False, "missing": []}
     listed = unkey({"decisions": {"A::a": body, "A::b": body}}, narrow)
