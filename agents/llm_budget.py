@@ -132,5 +132,5 @@ def discover_context(base_url: str, model: str, api_key: str, timeout: float = 1
                 if found:
                     return found, f"{root}/props"
     except (httpx.HTTPError, ValueError) as exc:
-        return None, f"server not asked ({type(exc).__name__})"
+        return None, f"the server did not answer ({type(exc).__name__})"
     return None, "the server does not report it"
