@@ -185,14 +185,20 @@ def _plain(value: Any) -> Any:
 
 @dataclass
 class Usage:
-    """Accounting for the report: LLM calls and tokens, cache hits, failures, fallbacks."""
+    """Accounting for the report: LLM calls, tokens (reported, and estimated before sending),
+    seconds waiting for answers, cache hits, failures, transport retries, structured-output
+    downshifts, re-asks, rail violations, fallbacks."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated_prompt_tokens: int = 0
+    latency_s: float = 0.0
     cache_hits: int = 0
     cached_items: int = 0
     failures: int = 0
+    transport_retries: int = 0
+    downshifts: int = 0
     reasks: int = 0
     rail_violations: int = 0
     fallbacks: int = 0
@@ -201,8 +207,10 @@ class Usage:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, float]:
+        data = asdict(self)
+        data["latency_s"] = round(self.latency_s, 3)
+        return data
 
 
 class Brain(Protocol):

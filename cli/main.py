@@ -29,10 +29,11 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
-    from testcurator.cli import (config_cmds, exec_cmds, import_cmds, memory_cmds, ops_cmds, review_cmds, run_cmds,
-                                 upgrade_cmds)
+    from testcurator.cli import (config_cmds, eval_cmds, exec_cmds, import_cmds, llm_cmds, memory_cmds, ops_cmds,
+                                 review_cmds, run_cmds, upgrade_cmds)
 
-    for module in (config_cmds, memory_cmds, ops_cmds, exec_cmds, run_cmds, review_cmds, import_cmds, upgrade_cmds):
+    for module in (config_cmds, memory_cmds, ops_cmds, exec_cmds, run_cmds, review_cmds, import_cmds, upgrade_cmds,
+                   eval_cmds, llm_cmds):
         module.register(app)
 
 

@@ -159,7 +159,7 @@ def show_cmd(
 
 def _print_test(out: Console, rec: dict[str, Any]) -> None:
     def line(label: str, value: Any) -> None:
-        out.print(f"{label + ':':<20}{value}", markup=False)
+        out.print(f"{label + ':':<19} {value}", markup=False)  # a long label still gets a space
 
     line("test", rec["generic"])
     line("file", f"{rec['path']}:{rec['line_start']}-{rec['line_end']}")

@@ -139,6 +139,10 @@ class Memory:
         """
         self.store.set_summary(content_hash, text, author)
 
+    def drop_summaries(self, content_hashes: Iterable[str]) -> int:
+        """Forget summaries written through :meth:`set_summary` (the offline one shows again)."""
+        return self.store.drop_summaries(content_hashes)
+
     def _rel(self, path: Path | str) -> str:
         p = Path(path)
         root = self.torch_root

@@ -1,7 +1,9 @@
 """Stage 2, memory: index the kept files and map their tests to ops, for a full run or a delta.
 
 Three sources, each cheap on a rerun:
-1. the tree-sitter index, summaries and embeddings (testcurator.memory.builder, incremental);
+1. the tree-sitter index, summaries and embeddings (testcurator.memory.builder, incremental;
+   the pipeline builds embeddings after the summaries, which the LLM brain may write:
+   ``pipelines/nightly.py``);
 2. a collect-only pass with the capture plugin (:func:`collect_static`): every instance's
    generic name, device, dtype, OpInfo op and ModuleInfo, before anything runs (the static
    op map): PyTorch's device-generic machinery instantiates them from the real

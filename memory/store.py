@@ -168,6 +168,13 @@ class MemoryStore:
                                (content_hash, text, author, time.time()))
 
     @_guarded
+    def drop_summaries(self, content_hashes: Iterable[str]) -> int:
+        """Forget written summaries: those hashes show their offline summary again."""
+        with self._conn:
+            cur = self._conn.executemany("DELETE FROM summaries WHERE content_hash = ?", [(h,) for h in content_hashes])
+        return cur.rowcount
+
+    @_guarded
     def prune_summaries(self) -> int:
         """Drop written summaries whose content hash no test has any more."""
         with self._conn:

@@ -68,11 +68,25 @@ def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[str, Any]:
     from testcurator.memory import stage
 
-    where = {"state_dir": ctx.state_dir, "work": store.root, "embed": ctx.embed, "capture_ops": ctx.capture_ops,
+    # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
+    where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture_ops": ctx.capture_ops,
              "workers": ctx.workers}
     if ctx.only_tests is not None:
-        return stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, **where)
-    return stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
+        figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, **where)
+    else:
+        figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
+    return figures | _summaries(ctx, files)
+
+
+def _summaries(ctx: RunContext, files: list[str]) -> dict[str, int]:
+    """LLM-written summaries when the brain writes them, else the offline ones; then the
+    embeddings of whichever is current."""
+    from testcurator.agents.llm_summaries import drop_llm_summaries, write_llm_summaries
+
+    if getattr(ctx.brain, "writes_summaries", False):
+        return write_llm_summaries(ctx.brain, ctx.state_dir, ctx.torch_root, files, embed=ctx.embed)
+    dropped = drop_llm_summaries(ctx.state_dir, embed=ctx.embed)
+    return {"llm_summaries_dropped": dropped} if dropped else {}
 
 
 def _fan_out(node: str, state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:

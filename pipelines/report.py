@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
+from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
@@ -70,6 +71,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "usage": ctx.brain.usage.as_dict(), "timings_s": ordered_timings(store.read_json("timings.json", {})),
         "memory": store.read_json("memory.json", {}), "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
+        **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
 
 
@@ -268,7 +270,7 @@ def _markdown(data: Mapping[str, Any]) -> str:
         lines += [f"  - `{n}`" for n in verify["mandatory_failures"][:50]]
     lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
               "- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())), "",
-              "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]
+              brain_report.markdown(data), "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]
     # ordered again: report.json is written with sorted keys
     lines += [f"| {'**total**' if k == 'total' else k} | {v} |" for k, v in ordered_timings(data.get("timings_s") or {}).items()]
     return "\n".join(lines) + "\n"
