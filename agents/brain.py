@@ -16,28 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
+from testcurator.vocab import RAILS_FAILED, RAILS_PASSED, op_matches
 
 if TYPE_CHECKING:
     from testcurator.agents.llm_client import LLMSettings
     from testcurator.config.profile import BackendProfile
-
-FAILED_OUTCOMES = frozenset({"failed", "error", "timeout"})
-PASSED_OUTCOMES = frozenset({"passed"})
-
-
-def op_key(name: str) -> str:
-    """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
-    return name.removeprefix("aten::")
-
-
-def op_matches(op: str, entry: str) -> bool:
-    """Whether ``op`` is covered by ``entry``: equal, or an overload of the ATen base ``entry``.
-
-    Only ATen-qualified names have overloads split off: OpInfo names contain dots too.
-    """
-    if op_key(op) == op_key(entry):
-        return True
-    return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)
 
 
 @dataclass(frozen=True)
@@ -167,11 +150,11 @@ class ExecutionRecord:
 
     @property
     def consistently_failed(self) -> bool:
-        return bool(self.outcomes) and all(o in FAILED_OUTCOMES for o in self.outcomes)
+        return bool(self.outcomes) and all(o in RAILS_FAILED for o in self.outcomes)
 
     @property
     def consistently_passed(self) -> bool:
-        return bool(self.outcomes) and all(o in PASSED_OUTCOMES for o in self.outcomes)
+        return bool(self.outcomes) and all(o in RAILS_PASSED for o in self.outcomes)
 
 
 @dataclass(frozen=True)
@@ -202,14 +185,20 @@ def _plain(value: Any) -> Any:
 
 @dataclass
 class Usage:
-    """Accounting for the report: LLM calls and tokens, cache hits, failures, fallbacks."""
+    """Accounting for the report: LLM calls, tokens (reported, and estimated before sending),
+    seconds waiting for answers, cache hits, failures, transport retries, structured-output
+    downshifts, re-asks, rail violations, fallbacks."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated_prompt_tokens: int = 0
+    latency_s: float = 0.0
     cache_hits: int = 0
     cached_items: int = 0
     failures: int = 0
+    transport_retries: int = 0
+    downshifts: int = 0
     reasks: int = 0
     rail_violations: int = 0
     fallbacks: int = 0
@@ -218,8 +207,10 @@ class Usage:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> dict[str, float]:
+        data = asdict(self)
+        data["latency_s"] = round(self.latency_s, 3)
+        return data
 
 
 class Brain(Protocol):

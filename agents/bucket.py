@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, SimilarTest
 from testcurator.agents.decision import Decision
 from testcurator.memory.api import Memory
+from testcurator.memory.evidence import TestEvidence
 from testcurator.memory.store import StoredTest
+from testcurator.vocab import TestKey
 
 SOURCE_LINES = 60
 NEIGHBOURS = 5
@@ -29,49 +30,49 @@ def _source(root: Path, test: StoredTest) -> str:
     return "\n".join(lines[test.line_start - 1 : min(test.line_end, test.line_start - 1 + SOURCE_LINES)])
 
 
-def _similar(memory: Memory, test: StoredTest, previous: Mapping[str, tuple[str, str]]) -> tuple[SimilarTest, ...]:
+def _similar(memory: Memory, test: StoredTest, previous: Mapping[TestKey, tuple[str, str]]) -> tuple[SimilarTest, ...]:
     if not previous:
         return ()
     try:
-        hits = memory.similar(f"{test.path}::{test.generic}", k=NEIGHBOURS * 2)
+        hits = memory.similar(str(TestKey.of(test.path, test.generic)), k=NEIGHBOURS * 2)
     except Exception:  # noqa: BLE001 - no embeddings built (--no-embed): neighbours are optional evidence
         return ()
     out = []
     for hit in hits:
         for other in hit.tests:
-            key = f"{other.path}::{other.generic}"
+            key = TestKey.of(other.path, other.generic)
             if key in previous and other.generic != test.generic:
                 mode, reason = previous[key]
                 out.append(SimilarTest(other.generic, mode, reason, round(1.0 - hit.distance, 4)))
     return tuple(out[:NEIGHBOURS])
 
 
-def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[str, Mapping[str, Any]],
-                      previous: Mapping[str, tuple[str, str]]) -> list[BucketRequest]:
+def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[TestKey, TestEvidence],
+                      previous: Mapping[TestKey, tuple[str, str]]) -> list[BucketRequest]:
     """One request per generic test of ``rel`` (memory's tests, plus any only collection saw)."""
     stored = {t.generic: t for t in memory.tests_in_file(rel)}
-    seen = {key.split("::", 1)[1] for key in evidence if key.startswith(rel + "::")}
+    seen = {key.name for key in evidence if key.file == rel}
     requests = []
     for generic in sorted(set(stored) | seen):
-        ev = evidence.get(f"{rel}::{generic}", {})
+        ev = evidence.get(TestKey.of(rel, generic), TestEvidence())
         test = stored.get(generic)
         requests.append(BucketRequest(
             test=generic,
             file=rel,
-            content_hash=test.content_hash if test else f"collected:{rel}::{generic}",
+            content_hash=test.content_hash if test else f"collected:{TestKey.of(rel, generic)}",
             summary=test.summary if test else "",
             decorators=tuple(d.text() for d in test.decorators) if test else (),
-            ops=tuple(ev.get("ops", ())),
-            aten_ops=tuple(ev.get("aten", ())),
-            dtypes=tuple(ev.get("dtypes", ())),
-            modules=tuple(ev.get("modules", ())),
+            ops=ev.ops,
+            aten_ops=ev.aten,
+            dtypes=ev.dtypes,
+            modules=ev.modules,
             source=_source(root, test) if test else "",
             similar=_similar(memory, test, previous) if test else (),
         ))
     return requests
 
 
-def bucket_file(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest]) -> list[Decision]:
+def bucket_tests(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest]) -> list[Decision]:
     """The brain's decisions for one file's requests (one per request, in order)."""
     if not requests:
         return []

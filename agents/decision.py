@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from testcurator.config.schema import Mode
 from testcurator.errors import BrainError
+from testcurator.vocab import Mode
 
 
 @dataclass(frozen=True)

@@ -1,72 +1,47 @@
 """The LLM brain: asks an OpenAI-compatible model, batch by batch, and keeps only what the
 rails accept.
 
+Batches are planned from the model's context window (agents/llm_budget.py): the prompt, the
+items and the answer's output-token cap must fit, with at most ``batch_size`` items; an item
+too large for the window alone is never sent. Up to ``concurrency`` batches are in flight.
+
 Per batch: one structured call (answers are pydantic models with ``reasoning`` before the
 verdict); if the rails reject some decisions, one re-ask naming every violation; what is
-still rejected (or never answered) is decided by the fallback brain, recorded as
-``brain="llm->offline"`` with the violated rails in reason and evidence, and counted in
-``usage.fallbacks``. Each accepted item is cached by its own request, so a test whose
-evidence did not change is never asked again, whatever batch it lands in.
+still rejected (or never answered, or not sent because the endpoint is down) is decided by
+the fallback brain, recorded as ``brain="llm->offline"`` with one line saying which rule or
+field failed in the reason, and counted in ``usage.fallbacks``. The model's own text of a
+rejected answer goes to the audit log only. Each accepted item is cached by its own request,
+so a test whose evidence did not change is never asked again, whatever batch it lands in.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from testcurator.agents import rails
 from testcurator.agents.brain import Brain, BrainContext, Usage, request_json
 from testcurator.agents.decision import Decision, FileDecision, from_dict, to_dict
-from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, LLMTransportError, StructuredClient, digest
+from testcurator.agents.llm_answers import BucketAnswer, BucketItem, ScopeAnswer, ScopeItem, SummaryAnswer
+from testcurator.agents.llm_budget import Plan, plan_batches
+from testcurator.agents.llm_cache import digest
+from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, StructuredClient, problem_summary
+from testcurator.agents.llm_negotiate import Narrow, keyed, one_line, with_schema_in_prompt
+from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BrainError
 from testcurator.prompts import Prompt, load_prompt
 
 FALLBACK_BRAIN = "llm->offline"
-# A dead endpoint should stop the run (resumable), not fall back for hours, one timeout each.
-MAX_CONSECUTIVE_TRANSPORT_ERRORS = 3
-
-
-class ScopeItem(BaseModel):
-    path: str = Field(description="The candidate path exactly as given.")
-    reasoning: str
-    evidence: list[str]
-    keep: bool
-    needs_review: bool
-    missing: list[str]
-
-
-class ScopeAnswer(BaseModel):
-    decisions: list[ScopeItem]
-
-
-class BucketItem(BaseModel):
-    test: str = Field(description="The test name exactly as given (Class::test).")
-    reasoning: str
-    evidence: list[str]
-    mode: Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
-    exclude_dtypes: list[str]
-    exclude_ops: list[str]
-    needs_review: bool
-    missing: list[str]
-
-
-class BucketAnswer(BaseModel):
-    decisions: list[BucketItem]
-
-
-class SummaryItem(BaseModel):
-    test: str
-    reasoning: str
-    summary: str
-
-
-class SummaryAnswer(BaseModel):
-    summaries: list[SummaryItem]
+REASON_CHARS = 600  # an accepted answer's reasoning, on one line, becomes the config comment
+EVIDENCE_ITEMS = 10
+MIN_SUMMARY_WORDS = 4
 
 
 class RailError(BrainError):
@@ -89,16 +64,25 @@ class _Stage(Generic[R]):
     check: Callable[[Sequence[R], Sequence[Any], BrainContext], list[rails.RailViolation]]
     fallback: Callable[[Brain, Sequence[Any], BrainContext], list[R]]
 
+    @property
+    def key_field(self) -> str:
+        """The answer item's field that names the request (what the answer is narrowed on)."""
+        return "path" if self.record is FileDecision else "test"
+
+
+def _evidence(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(one_line(e, 200) for e in items[:EVIDENCE_ITEMS])
+
 
 def _decision(item: BucketItem, prompt: Prompt) -> Decision:
-    return Decision(test=item.test, mode=item.mode, reason=item.reasoning, evidence=tuple(item.evidence),
+    return Decision(test=item.test, mode=item.mode, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
                     brain="llm", prompt_hash=prompt.hash, needs_review=item.needs_review,
                     missing=tuple(item.missing), exclude_dtypes=tuple(item.exclude_dtypes),
                     exclude_ops=tuple(item.exclude_ops))
 
 
 def _file_decision(item: ScopeItem, prompt: Prompt) -> FileDecision:
-    return FileDecision(path=item.path, keep=item.keep, reason=item.reasoning, evidence=tuple(item.evidence),
+    return FileDecision(path=item.path, keep=item.keep, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
                         brain="llm", prompt_hash=prompt.hash, needs_review=item.needs_review, missing=tuple(item.missing))
 
 
@@ -129,7 +113,19 @@ class LLMBrain:
         self.fallback = fallback
         self.client = client if client is not None else StructuredClient(settings, state_dir)
         self.usage: Usage = self.client.usage
-        self._transport_errors = 0
+
+    @property
+    def writes_summaries(self) -> bool:
+        """Whether the memory stage should ask this brain for test summaries."""
+        return self.settings.summaries
+
+    @property
+    def summary_cache(self) -> Any:
+        return self.client.cache
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
 
     def scope(self, requests: Sequence[Any], ctx: BrainContext) -> list[FileDecision]:
         return self._decide(SCOPE, requests, ctx)
@@ -153,10 +149,14 @@ class LLMBrain:
                 rejected[stage.key(request)] = hit
             else:
                 done[stage.key(request)] = hit
-        size = max(1, self.settings.batch_size)
-        for start in range(0, len(todo), size):
-            batch = todo[start:start + size]
-            accepted, refused, settled = self._batch(stage, prompt, batch, ctx)
+        plan = self._plan(prompt, stage.answer, [request_json(r) for r in todo], ctx, stage.items_var)
+        for index in plan.too_large:
+            rejected[stage.key(todo[index])] = [f"request too large for the model's context window ({plan.budget} tokens)"]
+        batches = [([todo[i] for i in b.indices], b.max_tokens) for b in plan.batches]
+        workers = max(1, min(self.settings.concurrency, len(batches)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            results = list(pool.map(lambda job: self._batch(stage, prompt, job[0], ctx, job[1]), batches))
+        for (batch, _), (accepted, refused, settled) in zip(batches, results):
             done.update(accepted)
             rejected.update(refused)
             # Remember every settled item, accepted or rejected by the rails, so no test is
@@ -167,6 +167,24 @@ class LLMBrain:
                 self.client.cache.put(self._item_key(stage, prompt, request, ctx), json.dumps(value))
         done.update(self._fall_back(stage, [r for r in requests if stage.key(r) in rejected], rejected, ctx))
         return [done[stage.key(r)] for r in requests]
+
+    def _plan(self, prompt: Prompt, answer: type[BaseModel], items: list[dict[str, Any]], ctx: BrainContext | None,
+              items_var: str) -> Plan:
+        """Batches of ``items`` that fit the model's window (see the module docstring)."""
+        if not items:
+            return Plan((), (), 0)
+        if self.client.down:  # nothing will be sent: one batch, failed at once, no window asked
+            return plan_batches(0, [0] * len(items), context_tokens=10**9, max_items=len(items),
+                                output_per_item=1, max_output_tokens=10**9)
+        window, _ = self.client.context_window()
+        variables: dict[str, Any] = {items_var: []} if ctx is None else {"backend": ctx.backend.to_prompt(), items_var: []}
+        fixed = with_schema_in_prompt(self.client.mode, prompt.render(variables), answer)
+        estimate = self.client.transport.tokens.estimate
+        return plan_batches(sum(estimate(m["content"]) for m in fixed),
+                            [estimate(json.dumps(item, indent=1, sort_keys=True, default=str)) for item in items],
+                            context_tokens=window, max_items=self.settings.batch_size,
+                            output_per_item=self.settings.output_tokens_per_item,
+                            max_output_tokens=self.settings.max_output_tokens)
 
     def _item_key(self, stage: _Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> str:
         return digest("item", stage.prompt, request_json(request), ctx.backend.to_prompt(), prompt.hash, self.settings.model)
@@ -183,50 +201,45 @@ class LLMBrain:
         # Rails again: the tests in memory may have changed since the answer was cached.
         return None if stage.check([record], [request], ctx) else record
 
-    def _batch(self, stage: _Stage[R], prompt: Prompt, batch: Sequence[Any],
-               ctx: BrainContext) -> tuple[dict[str, R], dict[str, list[str]], bool]:
+    def _batch(self, stage: _Stage[R], prompt: Prompt, batch: Sequence[Any], ctx: BrainContext,
+               max_tokens: int) -> tuple[dict[str, R], dict[str, list[str]], bool]:
         """(accepted records, rejected keys -> why, settled) for one batch; ``settled`` is
         False when the endpoint or the answer format failed (worth asking again later)."""
         variables = {"backend": ctx.backend.to_prompt(), stage.items_var: [request_json(r) for r in batch]}
         content = json.dumps(variables, sort_keys=True, default=str)
+        narrow = Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in batch))
         try:
-            answer = self.client.call(prompt, variables, stage.answer, content)
+            answer = self.client.call(prompt, variables, stage.answer, content, max_tokens=max_tokens, narrow=narrow)
         except (LLMAnswerError, LLMTransportError) as exc:
-            why = self._failure(exc)  # one failed call is one error, however many tests it carried
+            why = _failure(exc)  # one failed call is one error, however many tests it carried
             return {}, {stage.key(r): [why] for r in batch}, False
         accepted, problems = self._screen(stage, prompt, answer, batch, ctx, set())
         if len(accepted) < len(batch):
-            self.usage.reasks += 1
+            self.client.count(reasks=1)
             todo = [r for r in batch if stage.key(r) not in accepted]
-            correction = Correction(answer.model_dump_json(), tuple(str(v) for v in problems))
+            previous = json.dumps(keyed(answer.model_dump(), narrow), separators=(",", ":"))
+            correction = Correction(previous, tuple(str(v) for v in problems))
             try:
-                retry = self.client.call(prompt, variables, stage.answer, content, correction)
+                retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
+                                         narrow=narrow)
             except (LLMAnswerError, LLMTransportError) as exc:
-                why = self._failure(exc)
+                why = _failure(exc)
                 return accepted, {stage.key(r): [why] for r in todo}, False
             again, problems = self._screen(stage, prompt, retry, todo, ctx, set(accepted))
             accepted.update(again)
-        self._transport_errors = 0
         refused: dict[str, list[str]] = {}
         keys = {stage.key(r) for r in batch}
-        # Violations about names outside the batch (an invented test, a path outside the
-        # tree) explain why the real requests got no decision: name them in the reason.
-        stray = [f"the answer had instead: rail {v.rule} for {v.subject!r}: {v.message}" for v in problems if v.subject not in keys]
+        # Names outside the batch (an invented test, a path outside the tree) are the model's
+        # words: the reason counts them by rule, the audit log has them.
+        stray = Counter(v.rule for v in problems if v.subject not in keys)
+        others = [f"the answer named {n} {'name' if n == 1 else 'names'} not asked about (rail {rule})"
+                  for rule, n in sorted(stray.items())]
         for request in batch:
             key = stage.key(request)
             if key not in accepted:
                 own = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key]
-                refused[key] = (own + stray) or ["no decision"]
+                refused[key] = (own + others) or ["no decision"]
         return accepted, refused, True
-
-    def _failure(self, exc: LLMAnswerError | LLMTransportError) -> str:
-        if isinstance(exc, LLMAnswerError):
-            self._transport_errors = 0
-            return f"invalid answer after {exc.attempts} tries: {exc.last_error}"
-        self._transport_errors += 1
-        if self._transport_errors >= MAX_CONSECUTIVE_TRANSPORT_ERRORS:
-            raise exc
-        return f"endpoint error: {type(exc.cause).__name__}"
 
     def _screen(self, stage: _Stage[R], prompt: Prompt, answer: Any, batch: Sequence[Any], ctx: BrainContext,
                 ignore: set[str]) -> tuple[dict[str, R], list[rails.RailViolation]]:
@@ -234,7 +247,11 @@ class LLMBrain:
         already accepted earlier, are dropped before checking), and the violations."""
         records = [rec for rec in (stage.to_record(i, prompt) for i in answer.decisions) if stage.key(rec) not in ignore]
         violations = stage.check(records, batch, ctx)
-        self.usage.rail_violations += len(violations)
+        self.client.count(rail_violations=len(violations))
+        if violations:
+            self.client.audit.write(kind="rails_rejected", prompt=prompt.name, model=self.settings.model,
+                                    problem="; ".join(f"[{v.rule}] {v.message}" for v in violations[:20]),
+                                    subjects=[v.subject for v in violations[:50]], raw=answer.model_dump_json())
         wanted = {stage.key(r) for r in batch}
         bad = rails.rejected_subjects(violations, wanted)
         accepted = {stage.key(rec): rec for rec in records if stage.key(rec) in wanted and stage.key(rec) not in bad}
@@ -247,24 +264,44 @@ class LLMBrain:
         broken = stage.check(records, requests, ctx)
         if broken:
             raise RailError(f"fallback brain {self.fallback.name!r} broke the rails: " + "; ".join(map(str, broken)))
-        self.usage.fallbacks += len(records)
+        self.client.count(fallbacks=len(records))
         out: dict[str, R] = {}
         for record in records:
-            notes = why.get(stage.key(record), ["no usable answer"])
+            notes = [one_line(n, 160) for n in why.get(stage.key(record), ["no usable answer"])]
             out[stage.key(record)] = replace(  # type: ignore[type-var]
-                record, brain=FALLBACK_BRAIN, reason=f"{record.reason} (llm answer rejected: {'; '.join(notes)})",
+                record, brain=FALLBACK_BRAIN, reason=f"{record.reason} (llm answer rejected: {one_line('; '.join(notes), 300)})",
                 evidence=(*record.evidence, *(f"llm rejected: {n}" for n in notes)))
         return out
 
     def summarize(self, tests: Sequence[dict[str, Any]]) -> dict[str, str]:
-        """One short summary per test (``tests``: dicts with test, file, decorators, source);
-        names the model invents are dropped, tests it skips are absent from the result."""
+        """One short summary per test (``tests``: dicts with test, file, decorators, source),
+        batched to the window; names the model invents are dropped, and tests it skips, or
+        whose batch failed, are absent from the result (their offline summary stays)."""
         prompt = load_prompt("summary")
-        out: dict[str, str] = {}
         wanted = {t["test"] for t in tests}
-        size = max(1, self.settings.batch_size)
-        for start in range(0, len(tests), size):
-            variables = {"tests": list(tests[start:start + size])}
-            answer = self.client.call(prompt, variables, SummaryAnswer, json.dumps(variables, sort_keys=True, default=str))
-            out.update({s.test: s.summary for s in answer.summaries if s.test in wanted})
+        plan = self._plan(prompt, SummaryAnswer, list(tests), None, "tests")
+        out: dict[str, str] = {}
+        for batch in plan.batches:
+            variables = {"tests": [tests[i] for i in batch.indices]}
+            try:
+                answer = self.client.call(prompt, variables, SummaryAnswer, json.dumps(variables, sort_keys=True, default=str),
+                                          max_tokens=batch.max_tokens,
+                                          narrow=Narrow("summaries", "test", tuple(t["test"] for t in variables["tests"])))
+            except (LLMAnswerError, LLMTransportError):
+                continue  # counted in usage; the offline summary stands for these tests
+            out.update({s.test: one_line(s.summary, 600) for s in answer.summaries if s.test in wanted and _useful(s.test, s.summary)})
         return out
+
+
+def _useful(test: str, summary: str) -> bool:
+    """A summary says something beyond the name (a small model often just echoes it)."""
+    return summary.strip() != test and len(summary.split()) >= MIN_SUMMARY_WORDS
+
+
+def _failure(exc: LLMAnswerError | LLMTransportError) -> str:
+    """One line: which field failed, or what the endpoint did; never the model's text."""
+    if isinstance(exc, LLMAnswerError):
+        return f"invalid answer after {exc.attempts} tries: {problem_summary(exc.last_error)}"
+    if exc.down:
+        return "endpoint down: not asked"
+    return f"endpoint error: {exc.kind}"

@@ -1,13 +1,21 @@
 """One wrapper for structured LLM calls over any OpenAI-compatible endpoint.
 
-``StructuredClient.call`` renders a prompt file, asks for a pydantic model
-(``chat.completions.parse``: strict json_schema), re-asks with the validation error when
-the answer is malformed, cut off or off-schema, and stops after ``max_tries`` with a typed
-:class:`LLMAnswerError`. HTTP 429/5xx and timeouts are retried by the openai client itself
-(``max_retries``); what survives them is an :class:`LLMTransportError`. Validated answers
-are cached in SQLite by (content, prompt hash, model, answer schema), so a rerun over
-unchanged input makes no call at all. Every call, token, hit and failure is counted in a
-:class:`~testcurator.agents.brain.Usage`.
+``StructuredClient.call`` renders a prompt file and asks for a pydantic model in the
+structured-output mode the endpoint accepts (agents/llm_negotiate.py: json_schema, then
+JSON mode with the schema, then plain text; a request-shape rejection steps down and is
+remembered per endpoint for the client's life). Every answer is validated by pydantic and
+re-asked with the error, at most ``max_tries`` times, then a typed :class:`LLMAnswerError`.
+
+Transport faults are retried with backoff by agents/llm_transport.py; what survives them
+is an :class:`~testcurator.agents.llm_transport.LLMTransportError`, and an endpoint that
+keeps failing is declared down for the run (every later call fails at once: the brain's
+fallback decides, the report says so). Calls run at most ``concurrency`` at a time, each
+with a timeout and an output-token cap.
+
+Validated answers are cached in SQLite by (content, prompt hash, model, answer schema), so a
+rerun over unchanged input makes no call. Unusable answers go, with the model's raw text, to
+the audit log (``<state dir>/llm_audit.jsonl``) and nowhere else. Every call, token, second,
+hit and failure is counted in a :class:`~testcurator.agents.brain.Usage`.
 
 "An LLM is configured" is decided only from explicit settings: without a base URL there is
 no LLM (the openai client would otherwise default to the public API).
@@ -15,53 +23,42 @@ no LLM (the openai client would otherwise default to the public API).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import openai
 from pydantic import BaseModel, ValidationError
 
 from testcurator.agents.brain import Usage
+from testcurator.agents.llm_budget import discover_context
+from testcurator.agents.llm_cache import AnswerCache, AuditLog, digest, schema_hash
+from testcurator.agents.llm_negotiate import MODES, Narrow, one_line, parse_answer
+from testcurator.agents.llm_transport import Transport
 from testcurator.errors import BadInputError, BrainError
 from testcurator.prompts import Prompt, load_prompt
 
 T = TypeVar("T", bound=BaseModel)
 CACHE_FILE = "llm_cache.sqlite"
+AUDIT_FILE = "llm_audit.jsonl"
 # The client insists on a key; local servers (vLLM, Ollama, llama.cpp) ignore it.
 _NO_KEY = "not-needed"
 
 
-class LLMAnswerError(BrainError):
-    """The model gave no usable answer in ``attempts`` tries; ``last_error`` says why."""
-
-    def __init__(self, prompt: str, attempts: int, last_error: Exception) -> None:
-        self.prompt = prompt
-        self.attempts = attempts
-        self.last_error = last_error
-        super().__init__(f"LLM answer to prompt {prompt!r} unusable after {attempts} tries: {last_error}")
-
-
-class LLMTransportError(BrainError):
-    """The endpoint did not answer (timeout, refused, HTTP error after the client's retries)."""
-
-    def __init__(self, base_url: str, cause: Exception) -> None:
-        self.base_url = base_url
-        self.cause = cause
-        super().__init__(f"LLM endpoint {base_url} failed: {type(cause).__name__}: {cause}")
-
-
 @dataclass(frozen=True)
 class LLMSettings:
-    """Where and how to ask. ``max_tries`` bounds re-asks for unusable answers;
-    ``max_retries`` is the openai client's own retry count for 429/5xx/timeouts."""
+    """Where and how to ask (README: "The LLM brain").
+
+    ``max_tries`` bounds re-asks for unusable answers; ``max_retries`` bounds retries of a
+    transport fault (backoff from ``retry_backoff`` seconds, doubling). ``context_tokens``
+    is the window when the server does not state one; ``max_output_tokens`` caps every
+    answer; ``output_tokens_per_item`` is what one decision's answer is planned to take;
+    ``batch_size`` caps items per request; ``concurrency`` caps requests in flight;
+    ``structured_output`` is the first rung of the negotiation ladder; ``summaries`` lets the
+    model write the memory's test summaries.
+    """
 
     base_url: str
     model: str
@@ -69,13 +66,29 @@ class LLMSettings:
     timeout: float = 120.0
     max_tries: int = 3
     max_retries: int = 2
+    retry_backoff: float = 1.0
     batch_size: int = 20
+    context_tokens: int = 4096
+    max_output_tokens: int = 2048
+    output_tokens_per_item: int = 200
+    concurrency: int = 2
+    structured_output: str = MODES[0]
+    summaries: bool = True
     temperature: float | None = 0.0
+
+    def __post_init__(self) -> None:
+        if self.structured_output not in MODES:
+            raise BadInputError(f"llm.structured_output: {self.structured_output!r} is not one of {', '.join(MODES)}")
+        for name in ("timeout", "max_tries", "batch_size", "context_tokens", "max_output_tokens",
+                     "output_tokens_per_item", "concurrency"):
+            if getattr(self, name) <= 0:
+                raise BadInputError(f"llm.{name} must be positive, got {getattr(self, name)!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings | None:
-        """Settings from OPENAI_BASE_URL / OPENAI_API_KEY / TESTCURATOR_LLM_MODEL, explicit
-        ``overrides`` (non-None) winning; None when no base URL is given anywhere."""
+        """Settings from OPENAI_BASE_URL / OPENAI_API_KEY / TESTCURATOR_LLM_* (one variable
+        per field, e.g. TESTCURATOR_LLM_CONTEXT_TOKENS), explicit ``overrides`` (non-None,
+        e.g. a config's ``llm:`` section) winning; None when no base URL is given anywhere."""
         env = os.environ if env is None else env
         given = {k: v for k, v in overrides.items() if v is not None}
         base_url = given.pop("base_url", None) or env.get("OPENAI_BASE_URL")
@@ -85,6 +98,13 @@ class LLMSettings:
         if not model:
             raise BadInputError(f"LLM endpoint {base_url} given but no model: set TESTCURATOR_LLM_MODEL or llm.model")
         api_key = given.pop("api_key", None) or env.get("OPENAI_API_KEY") or _NO_KEY
+        unknown = sorted(set(given) - _TUNABLE)
+        if unknown:
+            raise BadInputError(f"unknown llm setting(s): {', '.join(unknown)} (known: {', '.join(sorted(_TUNABLE))})")
+        for name in _TUNABLE - set(given):
+            value = env.get(f"TESTCURATOR_LLM_{name.upper()}")
+            if value:
+                given[name] = _typed(name, value)
         return cls(base_url=base_url, model=model, api_key=api_key, **given)
 
     @classmethod
@@ -97,79 +117,106 @@ class LLMSettings:
         return settings
 
 
-@dataclass(frozen=True)
+def _typed(name: str, value: str) -> Any:
+    kind = LLMSettings.__dataclass_fields__[name].type
+    if "bool" in str(kind):
+        if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+            raise BadInputError(f"TESTCURATOR_LLM_{name.upper()}={value!r}: expected true or false")
+        return value.lower() in ("1", "true", "yes")
+    try:
+        if "float" in str(kind):
+            return float(value)
+        if "int" in str(kind):
+            return int(value)
+    except ValueError:
+        raise BadInputError(f"TESTCURATOR_LLM_{name.upper()}={value!r}: expected a number") from None
+    return value
+
+
+_TUNABLE = frozenset(LLMSettings.__dataclass_fields__) - {"base_url", "model", "api_key"}
+
+
+class LLMAnswerError(BrainError):
+    """The model gave no usable answer in ``attempts`` tries; ``last_error`` says why."""
+
+    def __init__(self, prompt: str, attempts: int, last_error: Exception) -> None:
+        self.prompt = prompt
+        self.attempts = attempts
+        self.last_error = last_error
+        super().__init__(f"LLM answer to prompt {prompt!r} unusable after {attempts} tries: {problem_summary(last_error)}")
+
+
 class Correction:
     """A follow-up turn: the previous answer (as sent back to the model) and its problems."""
 
-    previous: str | None
-    problems: tuple[str, ...]
-
-
-class AnswerCache:
-    """Validated answers by key, in SQLite (one row per key; last write wins).
-
-    A connection per operation: brains may be driven from LangGraph worker threads.
-    ``path=None`` keeps answers in memory for this process only.
-    """
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._memory: dict[str, str] = {}
-        self._lock = threading.Lock()
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as conn:
-                conn.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
-
-    def _connect(self) -> sqlite3.Connection:
-        assert self.path is not None
-        return sqlite3.connect(self.path, timeout=30)
-
-    def get(self, key: str) -> str | None:
-        if self.path is None:
-            return self._memory.get(key)
-        with self._lock, self._connect() as conn:
-            row = conn.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def put(self, key: str, value: str) -> None:
-        if self.path is None:
-            self._memory[key] = value
-            return
-        with self._lock, self._connect() as conn:
-            conn.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)", (key, value, time.time()))
-
-
-def digest(*parts: Any) -> str:
-    """sha256 over a JSON rendering of ``parts`` (stable across runs and processes)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
-
-
-def schema_hash(model: type[BaseModel]) -> str:
-    return digest(model.model_json_schema())
+    def __init__(self, previous: str | None, problems: tuple[str, ...]) -> None:
+        self.previous = previous
+        self.problems = problems
 
 
 class StructuredClient:
-    """Structured calls with re-asks, caching and accounting (see the module docstring)."""
+    """Structured calls with negotiation, re-asks, caching and accounting (module docstring)."""
 
     def __init__(self, settings: LLMSettings, state_dir: Path | None = None, usage: Usage | None = None) -> None:
         self.settings = settings
         self.usage = usage if usage is not None else Usage()
         self.cache = AnswerCache(state_dir / CACHE_FILE if state_dir is not None else None)
+        self.audit = AuditLog(state_dir / AUDIT_FILE if state_dir is not None else None)
+        self._lock = threading.Lock()
+        self.transport = Transport(settings, self.count, self.audit)
+        self._context: tuple[int, str] | None = None
         self._reask = load_prompt("reask")
-        self._client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key,
-                                     timeout=settings.timeout, max_retries=settings.max_retries)
 
+    # -- accounting --------------------------------------------------------------------
+    def count(self, **deltas: float) -> None:
+        """Add to usage counters (thread-safe: batches may run concurrently)."""
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self.usage, name, getattr(self.usage, name) + delta)
+
+    @property
+    def mode(self) -> str:
+        """The structured-output mode this endpoint settled on (so far)."""
+        return self.transport.mode
+
+    @property
+    def down(self) -> str | None:
+        """Why the endpoint was declared down (None while it answers)."""
+        return self.transport.down
+
+    def context_window(self) -> tuple[int, str]:
+        """(tokens, source): what the server says, else ``llm.context_tokens``."""
+        if self._context is None:
+            found, source = (None, "not asked: the endpoint is down") if self.down else discover_context(
+                self.settings.base_url, self.settings.model, self.settings.api_key, min(10.0, self.settings.timeout))
+            if found:
+                self._context = (found, f"server ({source})")
+            else:
+                self._context = (self.settings.context_tokens, f"llm.context_tokens ({source})")
+        return self._context
+
+    def status(self) -> dict[str, Any]:
+        """The endpoint as the report shows it."""
+        window, source = self._context or (self.settings.context_tokens, "not asked")
+        return {"endpoint": self.settings.base_url, "model": self.settings.model, "mode": self.mode,
+                "negotiation": list(self.transport.negotiator.steps), "down": self.down, "context_tokens": window,
+                "context_source": source, "max_output_tokens": self.settings.max_output_tokens,
+                "concurrency": self.settings.concurrency, "timeout_s": self.settings.timeout,
+                "audit_log": str(self.audit.path) if self.audit.path else None, "audit_records": self.audit.written}
+
+    # -- calls ---------------------------------------------------------------------------
     def cache_key(self, prompt: Prompt, response_model: type[BaseModel], content: str, correction: Correction | None = None) -> str:
         fix = None if correction is None else [correction.previous, list(correction.problems)]
         return digest(digest(content), prompt.hash, self.settings.model, schema_hash(response_model), fix)
 
     def call(self, prompt: Prompt, variables: Mapping[str, Any], response_model: type[T],
-             cache_key_content: str, correction: Correction | None = None) -> T:
+             cache_key_content: str, correction: Correction | None = None, *, max_tokens: int | None = None,
+             narrow: Narrow | None = None) -> T:
         """The model's answer to ``prompt`` as a validated ``response_model``.
 
         ``cache_key_content`` must change whenever the input that matters changes (callers
-        pass the JSON of the batch). Raises LLMAnswerError / LLMTransportError.
+        pass the JSON of the batch); ``narrow`` pins the answer's names to the batch's.
+        Raises LLMAnswerError / LLMTransportError.
         """
         key = self.cache_key(prompt, response_model, cache_key_content, correction)
         cached = self.cache.get(key)
@@ -179,12 +226,12 @@ class StructuredClient:
             except ValidationError:
                 pass  # written under an older schema: ask again
             else:
-                self.usage.cache_hits += 1
+                self.count(cache_hits=1)
                 return answer
         messages = prompt.render(variables)
         if correction is not None:
             messages += self._correction_turn(correction)
-        answer = self._ask(prompt, messages, response_model)
+        answer = self._ask(prompt, messages, response_model, max_tokens or self.settings.max_output_tokens, narrow)
         self.cache.put(key, answer.model_dump_json())
         return answer
 
@@ -193,63 +240,52 @@ class StructuredClient:
         user = self._reask.render({"problems": "\n".join(f"- {p}" for p in correction.problems)})[1]
         return turn + [user]
 
-    def _ask(self, prompt: Prompt, messages: list[dict[str, str]], response_model: type[T]) -> T:
+    def _ask(self, prompt: Prompt, messages: list[dict[str, str]], response_model: type[T], max_tokens: int,
+             narrow: Narrow | None) -> T:
         last_error: Exception | None = None
         for attempt in range(1, self.settings.max_tries + 1):
             if attempt > 1:
-                self.usage.reasks += 1
-            content, answer, error = self._one_call(messages, response_model)
-            if answer is not None:
-                return answer
-            assert error is not None
-            last_error = error
-            self.usage.failures += 1
+                self.count(reasks=1)
+            mode, content, finish = self.transport.request(messages, response_model, max_tokens, narrow)
+            try:
+                if finish == "length":
+                    raise _CutOff()
+                return parse_answer(mode, content or "", response_model, narrow)
+            except (ValidationError, _CutOff) as exc:
+                last_error = exc
+            self.count(failures=1)
+            self.audit.write(kind="invalid_answer", prompt=prompt.name, model=self.settings.model, mode=mode,
+                             attempt=attempt, problem=problem_summary(last_error), raw=content)
             # Show the model its own words and what was wrong with them.
             if content:
                 messages = messages + [{"role": "assistant", "content": content}]
-            problems = _problem_lines(error)
-            messages = messages + [self._reask.render({"problems": problems})[1]]
+            messages = messages + [self._reask.render({"problems": _problem_lines(last_error)})[1]]
         assert last_error is not None
         raise LLMAnswerError(prompt.name, self.settings.max_tries, last_error)
 
-    def _one_call(self, messages: list[dict[str, str]], response_model: type[T]) -> tuple[str | None, T | None, Exception | None]:
-        """(raw content, parsed answer or None, error or None) of one request."""
-        kwargs: dict[str, Any] = {"model": self.settings.model, "messages": messages, "response_format": response_model}
-        if self.settings.temperature is not None:
-            kwargs["temperature"] = self.settings.temperature
-        try:
-            raw = self._client.chat.completions.with_raw_response.parse(**kwargs)
-        except (openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as exc:
-            self.usage.failures += 1
-            raise LLMTransportError(self.settings.base_url, exc) from exc
-        self.usage.calls += 1
-        content = self._account(raw.http_response)
-        try:
-            completion = raw.parse()
-        except (ValidationError, openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
-            return content, None, exc
-        message = completion.choices[0].message
-        if message.parsed is None:
-            return content, None, BrainError(f"model refused: {message.refusal or 'no content'}")
-        return content, message.parsed, None
 
-    def _account(self, response: Any) -> str | None:
-        """Count tokens from the raw body (also for answers that will not parse)."""
-        try:
-            body = json.loads(response.text)
-        except ValueError:
-            return None
-        usage = body.get("usage") or {}
-        self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
-        choices = body.get("choices") or [{}]
-        content = (choices[0].get("message") or {}).get("content")
-        return content if isinstance(content, str) else None
+class _CutOff(Exception):
+    """The answer stopped at the output-token cap."""
+
+
+def problem_summary(error: Exception) -> str:
+    """One line naming which field or rule failed, never the model's text."""
+    if isinstance(error, ValidationError):
+        errors = error.errors(include_url=False, include_input=False, include_context=False)
+        first = errors[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(answer)"
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"field {where}: {first['type']}{more}"
+    if isinstance(error, _CutOff):
+        return "answer cut off at the output-token cap"
+    return one_line(type(error).__name__)
 
 
 def _problem_lines(error: Exception) -> str:
+    """What the model is told when re-asked (its own field errors, no URLs)."""
     if isinstance(error, ValidationError):
-        return "\n".join(f"- {'.'.join(str(p) for p in e['loc']) or '(answer)'}: {e['msg']}" for e in error.errors())
-    if isinstance(error, openai.LengthFinishReasonError):
+        return "\n".join(f"- {'.'.join(str(p) for p in e['loc']) or '(answer)'}: {e['msg']}"
+                         for e in error.errors(include_url=False)[:20])
+    if isinstance(error, _CutOff):
         return "- the answer was cut off at the token limit: be more concise (shorter reasoning)"
     return f"- {error}"

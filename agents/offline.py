@@ -92,26 +92,10 @@ from collections.abc import Sequence
 
 from testcurator.agents.brain import BrainContext, BrainSettings, BucketRequest, RefineRequest, ScopeRequest, Usage
 from testcurator.agents.decision import Decision, FileDecision
-# Re-exported: these names were defined here before the rules moved to their own modules.
-from testcurator.agents.offline_bucket import (
-    BUCKET_RULES, MAX_NEIGHBOURS, MIN_SIMILARITY, PU1, BucketRule, Deco, Draft, Facts, bucket_default, bucket_dtypes,
-    bucket_known_missing_op, bucket_needs, bucket_ops, bucket_other_device, bucket_similar, bucket_upstream_skip,
-    decide_bucket,
-)
-from testcurator.agents.offline_refine import MAX_EVIDENCE, Outcome, Variant, decide_refine
-from testcurator.agents.offline_rules import (
-    COMPLEX_DTYPES, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, parse_preferences,
-    quote, wishes_for,
-)
-from testcurator.agents.offline_scope import decide_scope, path_facts
-
-__all__ = [
-    "BUCKET_RULES", "COMPLEX_DTYPES", "MAX_EVIDENCE", "MAX_NEIGHBOURS", "MIN_SIMILARITY", "PU1", "QUANTIZED_DTYPES",
-    "BucketRule", "Deco", "Draft", "Facts", "OfflineBrain", "Outcome", "Variant", "Wish", "bucket_default",
-    "bucket_dtypes", "bucket_known_missing_op", "bucket_needs", "bucket_ops", "bucket_other_device",
-    "bucket_similar", "bucket_upstream_skip", "decide_bucket", "decide_refine", "decide_scope", "decision",
-    "effective_hooks", "names", "needed_features", "parse_preferences", "path_facts", "quote", "wishes_for",
-]
+from testcurator.agents.offline_bucket import decide_bucket
+from testcurator.agents.offline_refine import decide_refine
+from testcurator.agents.offline_rules import parse_preferences
+from testcurator.agents.offline_scope import decide_scope
 
 
 class OfflineBrain:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from testcurator.agents.brain import BackendContext, BucketRequest, op_matches
+from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_rules import (
     COMPLEX_DTYPES, MODE_WORD, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, quote,
@@ -16,7 +16,7 @@ from testcurator.agents.offline_rules import (
 )
 from testcurator.agents.offline_scope import path_facts
 from testcurator.config.profile import HOOKS
-from testcurator.config.schema import MODES
+from testcurator.vocab import MODES, op_matches
 
 
 _TORCH_DEVICES = frozenset({"cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta", "xla", "lazy", "ipu", "ve", "vulkan",

@@ -7,17 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest, op_matches
+from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
-from testcurator.config.schema import Mode
+from testcurator.vocab import FAILED_EVIDENCE, HARD_FAILURE_CLASSES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches
 
-
-_FAIL = frozenset({"failed", "error", "timeout", "crashed", "xfailed"})
-_PASS = frozenset({"passed", "xpassed"})
-_NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
-_HARD = frozenset({"crash", "timeout"})
 MAX_EVIDENCE = 8
 
 
@@ -28,7 +23,7 @@ class Variant:
 
     @property
     def hard(self) -> bool:
-        return self.rec.failure_class in _HARD or any(o in ("crashed", "timeout") for o in self.rec.outcomes)
+        return self.rec.failure_class in HARD_FAILURE_CLASSES or any(o in ("crashed", "timeout") for o in self.rec.outcomes)
 
     def cls(self) -> str:
         return self.rec.failure_class or "unknown"
@@ -47,16 +42,16 @@ class Variant:
 
 
 def _variant(rec: ExecutionRecord) -> Variant:
-    outs = [o for o in rec.outcomes if o in _FAIL or o in _PASS]  # skipped and unknown outcomes say nothing
+    outs = [o for o in rec.outcomes if o in FAILED_EVIDENCE or o in PASSED_EVIDENCE]  # skipped and unknown outcomes say nothing
     if not outs:
         return Variant(rec, "skipped")
-    if all(o in _PASS for o in outs):
+    if all(o in PASSED_EVIDENCE for o in outs):
         return Variant(rec, "passed")
-    if rec.failure_class in _NOT_EVIDENCE and outs[-1] in _FAIL:
+    if rec.failure_class in NOT_EVIDENCE_CLASSES and outs[-1] in FAILED_EVIDENCE:
         return Variant(rec, "infra")
-    if all(o in _FAIL for o in outs):
+    if all(o in FAILED_EVIDENCE for o in outs):
         return Variant(rec, "failed")
-    return Variant(rec, "flaky" if outs[-1] in _PASS else "intermittent")
+    return Variant(rec, "flaky" if outs[-1] in PASSED_EVIDENCE else "intermittent")
 
 
 def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str], set[str], set[str], list[Variant]]:

@@ -32,11 +32,11 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from testcurator.agents.brain import BackendContext
 from testcurator.agents.decision import Decision, FileDecision
-from testcurator.config.schema import Mode
+from testcurator.vocab import Mode
 
 
 BRAIN = "offline"
@@ -242,19 +242,3 @@ def needed_features(test: str, text: str, aten_ops: Sequence[str], *, dtypes_lis
                 found[feature.need] = f"captured op: {hit}"
     return found
 
-
-# The scope rules and the area map moved to agents/offline_scope.py, which imports this
-# module; a lazy lookup keeps their old import path working without an import cycle.
-_MOVED_TO_SCOPE = frozenset({
-    "AREAS", "Area", "PathFacts", "SCOPE_RULES", "ScopeRule", "decide_scope", "fnmatch_", "path_facts",
-    "scope_device_generic", "scope_empty", "scope_hooks", "scope_other_device", "scope_preference_exclude",
-    "scope_preference_include", "scope_preference_only", "scope_tooling", "scope_unknown",
-})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_SCOPE:
-        from testcurator.agents import offline_scope
-
-        return getattr(offline_scope, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

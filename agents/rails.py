@@ -16,9 +16,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest, op_matches
+from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest
 from testcurator.agents.decision import Decision, FileDecision
-from testcurator.config.schema import MODES
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_matches
 
 UNKNOWN_TEST = "unknown_test"
 NOT_REQUESTED = "not_requested"
@@ -29,8 +29,6 @@ UNSUPPORTED_MANDATORY = "unsupported_mandatory"
 CONTRADICTS_EXECUTION = "contradicts_execution"
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
-# Infrastructure failures say nothing about the test itself (runner, device reset...).
-_NOT_EVIDENCE = frozenset({"infrastructure", "infra", "transient"})
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailVio
         if r.dtype not in decision.exclude_dtypes
         and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
         and not (r.module and r.module in decision.exclude_modules)
-        and r.failure_class not in _NOT_EVIDENCE
+        and r.failure_class not in NOT_EVIDENCE_CLASSES
     ]
     if decision.mode == "mandatory_success":
         failing = [r.variant for r in kept if r.consistently_failed]

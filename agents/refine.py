@@ -16,10 +16,11 @@ from pathlib import Path
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.runner.records import TestRecord
+from testcurator.vocab import TestKey
 
 
 def _rel(nodeid: str, root: Path) -> str:
-    path = nodeid.split("::", 1)[0]
+    path = TestKey.parse(nodeid).file
     try:
         return Path(path).resolve().relative_to(root.resolve()).as_posix() if Path(path).is_absolute() else path
     except ValueError:
@@ -37,20 +38,20 @@ def execution_record(rec: TestRecord) -> ExecutionRecord:
                            failure_class=rec.failure_class, message=rec.evidence or "")
 
 
-def group_records(records: Sequence[TestRecord], root: Path) -> dict[str, list[ExecutionRecord]]:
-    """``file::generic`` -> that test's variants, sorted by node id."""
-    out: dict[str, list[ExecutionRecord]] = defaultdict(list)
+def group_records(records: Sequence[TestRecord], root: Path) -> dict[TestKey, list[ExecutionRecord]]:
+    """``file::generic`` (relative to ``root``) -> that test's variants, sorted by node id."""
+    out: dict[TestKey, list[ExecutionRecord]] = defaultdict(list)
     for rec in sorted(records, key=lambda r: r.nodeid):
         if rec.generic:
-            out[f"{_rel(rec.nodeid, root)}::{rec.generic}"].append(execution_record(rec))
+            out[TestKey.of(_rel(rec.nodeid, root), rec.generic)].append(execution_record(rec))
     return dict(out)
 
 
-def refine_file(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest],
-                previous: Sequence[Decision], executions: Mapping[str, Sequence[ExecutionRecord]]) -> list[Decision]:
+def refine_tests(brain: Brain, ctx: BrainContext, requests: Sequence[BucketRequest],
+                 previous: Sequence[Decision], executions: Mapping[TestKey, Sequence[ExecutionRecord]]) -> list[Decision]:
     """Re-bucket one file's tests; tests without results keep their decision unchanged."""
     by_test = {d.test: d for d in previous}
-    refine = [RefineRequest(r, by_test.get(r.test), tuple(executions.get(f"{r.file}::{r.test}", ())))
+    refine = [RefineRequest(r, by_test.get(r.test), tuple(executions.get(TestKey.of(r.file, r.test), ())))
               for r in requests]
     if not refine:
         return []

@@ -60,7 +60,7 @@ def candidates(root: Path) -> list[ScopeRequest]:
     return [_request(root, p) for p in picked]
 
 
-def decide_scope(root: Path, brain: Brain, ctx: BrainContext) -> list[FileDecision]:
+def scope_tree(root: Path, brain: Brain, ctx: BrainContext) -> list[FileDecision]:
     """The brain's keep/drop decision for every candidate, in candidate order."""
     requests = candidates(root)
     decisions = brain.scope(requests, ctx)

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_tree import generate
-from testcurator.pipelines.run import RunOptions, run_nightly
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.run import run_nightly
 
 STAGES = ("scope", "memory", "bucket", "refine", "emit", "verify")
 EXAMPLE_TREE = REPO / "examples" / "upstream"
@@ -91,17 +92,18 @@ def _fake_server(latency: float) -> Any:
     return kit.AnsweringOpenAI(latency=latency).start()
 
 
-def run(label: str, opts: RunOptions, server: Any = None) -> Result:
+def run(label: str, settings: dict[str, Any], server: Any = None) -> Result:
     before = len(server.requests) if server is not None else 0
     start = time.perf_counter()
-    run_nightly(opts, lambda message: None)
+    ctx = RunContext.create(**settings)  # a fresh brain per run, as each CLI invocation has
+    run_nightly(ctx)
     wall = time.perf_counter() - start
-    report = json.loads((opts.out_dir / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
     requests = len(server.requests) - before if server is not None else 0
     return Result(label, wall, report["timings_s"], sum(report["totals"].values()), report["usage"], requests)
 
 
-def cold_warm(label: str, base: RunOptions, server: Any = None) -> list[Result]:
+def cold_warm(label: str, base: dict[str, Any], server: Any = None) -> list[Result]:
     cold = run(f"{label} cold", base, server)
     warm = run(f"{label} warm", base, server)
     return [cold, warm]
@@ -142,9 +144,9 @@ def main() -> None:
             tree = work / "example"
             if not tree.exists():
                 shutil.copytree(EXAMPLE_TREE, tree, ignore=shutil.ignore_patterns("__pycache__"))
-            base = RunOptions(torch_root=tree, backend=EXAMPLE_BACKEND, out_dir=work / "example-out",
-                              state_dir=work / "example-state", execute=args.execute, workers=args.workers,
-                              embed=args.embed)
+            base = dict(torch_root=tree, backend=EXAMPLE_BACKEND, out_dir=work / "example-out",
+                        state_dir=work / "example-state", execute=args.execute, workers=args.workers,
+                        embed=args.embed)
             flags = f"{'execute' if args.execute else 'no-execute'}, capture-ops, {'embed' if args.embed else 'no-embed'}, -n {args.workers}"
             print_table(f"example tree ({flags})", cold_warm("example", base))
 
@@ -157,16 +159,16 @@ def main() -> None:
         backend = work / "gen-backend" / "backend.yaml"
         backend.parent.mkdir(parents=True, exist_ok=True)
         backend.write_text(GEN_BACKEND, encoding="utf-8")
-        base = RunOptions(torch_root=gen, backend=backend, out_dir=work / "gen-out", state_dir=work / "gen-state",
-                          execute=False, embed=args.embed, capture_ops=args.gen_capture_ops)
+        base = dict(torch_root=gen, backend=backend, out_dir=work / "gen-out", state_dir=work / "gen-state",
+                    execute=False, embed=args.embed, capture_ops=args.gen_capture_ops)
         flags = f"no-execute, {'capture-ops' if args.gen_capture_ops else 'no-capture-ops'}, {'embed' if args.embed else 'no-embed'}"
         print_table(f"generated tree, offline brain ({flags})", cold_warm("generated", base))
 
         server = _fake_server(args.llm_latency)
         try:
-            llm = RunOptions(torch_root=gen, backend=backend, out_dir=work / "llm-out", state_dir=work / "llm-state",
-                             brain="llm", execute=False, embed=False, capture_ops=False,
-                             llm_base_url=server.base_url, llm_model="bench-model")
+            llm = dict(torch_root=gen, backend=backend, out_dir=work / "llm-out", state_dir=work / "llm-state",
+                       brain="llm", execute=False, embed=False, capture_ops=False,
+                       llm_base_url=server.base_url, llm_model="bench-model")
             print_table(f"generated tree, LLM brain (local server, {args.llm_latency}s per answer; no-execute)",
                         cold_warm("llm", llm, server), llm=True)
         finally:

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_tree import generate, touch_tests
 from testcurator.agents.offline import OfflineBrain
-from testcurator.pipelines.run import RunOptions, run_nightly
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.run import run_nightly
 from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
 from typing_extensions import Self
 
@@ -69,9 +70,9 @@ class Counter:
         OfflineBrain.bucket, OfflineBrain.refine = self._bucket, self._refine  # type: ignore[method-assign]
 
 
-def _opts(root: Path, backend: Path, out: Path, state: Path, args: argparse.Namespace) -> RunOptions:
-    return RunOptions(torch_root=root, backend=backend, out_dir=out, state_dir=state, execute=False,
-                      embed=args.embed, capture_ops=args.capture_ops, workers=args.workers)
+def _ctx(root: Path, backend: Path, out: Path, state: Path, args: argparse.Namespace) -> RunContext:
+    return RunContext.create(torch_root=root, backend=backend, out_dir=out, state_dir=state, execute=False,
+                             embed=args.embed, capture_ops=args.capture_ops, workers=args.workers)
 
 
 def _valid_ops(root: Path) -> None:
@@ -102,23 +103,22 @@ def main() -> None:
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-upgrade-"))
     work.mkdir(parents=True, exist_ok=True)
-    quiet = lambda message: None
     try:
         old, new, backend = work / "old", work / "new", work / "backend.yaml"
         backend.write_text(BACKEND, encoding="utf-8")
         stats = generate(old, args.files, args.tests_per_file, seed=0)
         _valid_ops(old)
         (old / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
-        t_old, _, _ = _timed(lambda: run_nightly(_opts(old, backend, work / "out-old", work / "state", args), quiet))
+        t_old, _, _ = _timed(lambda: run_nightly(_ctx(old, backend, work / "out-old", work / "state", args)))
         shutil.copytree(old, new)
         changed, files = touch_tests(new, args.changed)
         for name in ("state-full", "state-upgrade"):
             shutil.copytree(work / "state", work / name)
         t_full, asked_full, _ = _timed(
-            lambda: run_nightly(_opts(new, backend, work / "out-full", work / "state-full", args), quiet))
-        up = UpgradeOptions(old_root=old, config=work / "out-old" / "configs",
-                            run=_opts(new, backend, work / "out-up", work / "state-upgrade", args))
-        t_up, asked_up, data = _timed(lambda: run_upgrade(up, quiet))
+            lambda: run_nightly(_ctx(new, backend, work / "out-full", work / "state-full", args)))
+        t_up, asked_up, data = _timed(lambda: run_upgrade(UpgradeOptions(
+            old_root=old, config=work / "out-old" / "configs",
+            run=_ctx(new, backend, work / "out-up", work / "state-upgrade", args))))
         counts = data["counts"]
         print(f"tree: {stats.files} files, {stats.tests} test functions; {changed} changed in {files} files "
               f"({args.changed:.0%}); capture_ops={args.capture_ops} embed={args.embed}; --no-execute")

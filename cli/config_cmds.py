@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
+from testcurator.cli.commands import command
+from testcurator.cli.options import AllowOutsideRoot, ConfigPaths, TorchRoot
 from testcurator.config.loader import config_files, validate
 from testcurator.config.schema import json_schema
 from testcurator.errors import ConfigError
 
-TorchRoot = Annotated[
-    Optional[Path],
-    typer.Option("--torch-root", help="Value of ${TORCH_ROOT} in config paths (default: $TORCH_ROOT).", envvar="TORCH_ROOT"),
-]
 
+def validate_cmd(paths: ConfigPaths, torch_root: TorchRoot = None, allow_outside_root: AllowOutsideRoot = False) -> None:
+    """Check configs: exit 0 when valid, else exit 2 with one `file:line:col: message` per problem.
 
-def validate_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Config files or directories of configs.")],
-    torch_root: TorchRoot = None,
-) -> None:
-    """Check configs: exit 0 when valid, else exit 2 with one `file:line:col: message` per problem."""
-    problems = validate(paths, torch_root=torch_root.resolve() if torch_root else None)
+    Test paths must be Python test files inside the torch root; instantiated names get the
+    generic name to write instead (checked against the upstream file when it is found).
+    """
+    problems = validate(paths, torch_root=torch_root.resolve() if torch_root else None,
+                        allow_outside_root=allow_outside_root)
     if problems:
         raise ConfigError(problems)
     count = sum(len(config_files(p)) for p in paths)
@@ -38,5 +35,5 @@ def schema_cmd() -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
-    app.command("validate")(validate_cmd)
-    app.command("schema")(schema_cmd)
+    command(app, "validate")(validate_cmd)
+    command(app, "schema")(schema_cmd)

@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from testcurator.cli.commands import command, usage_error
+from testcurator.cli.options import (BackendModule, Config, Device, Devices, Durations, ExecutorName, Group, MoreResults,
+                                     OutDir, Profile, Quiet, Results, Retries, Rootdir, Shard, Shards, StateDir, TestPaths,
+                                     Tier, TiersFile, Timeout, TorchRoot, Workers)
 from testcurator.runner.records import TestRecord
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
@@ -31,8 +35,8 @@ def rebucket_hook(config: Path, records: Sequence[TestRecord], out: Path, torch_
 
     from testcurator.agents.brain import BackendContext
     from testcurator.agents.offline import OfflineBrain
-    from testcurator.agents.rebucket import rebucket
-    from testcurator.config.yamlio import atomic_write_text
+    from testcurator.pipelines.rebucket import rebucket
+    from testcurator.files import atomic_write_text
 
     result = rebucket(config, records, OfflineBrain(), BackendContext(name="refine", device=""), torch_root=torch_root)
     atomic_write_text(out / "changes.json", json.dumps(result.changed, indent=1, sort_keys=True) + "\n")
@@ -47,13 +51,16 @@ REFINE_HOOKS: list[RefineHook] = [rebucket_hook]
 
 
 def summary_table(records: Sequence[TestRecord], title: str) -> Table:
-    """Outcomes, then failure classes with one example of evidence each."""
+    """Outcomes, then failure classes, each with one example: a test and why it ended so."""
     table = Table(title=title)
     table.add_column("outcome / class")
     table.add_column("tests", justify="right")
-    table.add_column("example evidence", overflow="fold")
-    for outcome, n in sorted(Counter(r.outcome for r in records).items()):
-        table.add_row(outcome, str(n), "")
+    table.add_column("example", overflow="fold")
+    by_outcome: dict[str, list[TestRecord]] = {}
+    for record in records:
+        by_outcome.setdefault(record.outcome, []).append(record)
+    for outcome, recs in sorted(by_outcome.items()):
+        table.add_row(outcome, str(len(recs)), Text(example(recs)))  # Text: evidence is not markup
     by_class: dict[str, list[TestRecord]] = {}
     for record in records:
         if record.failure_class:
@@ -61,75 +68,108 @@ def summary_table(records: Sequence[TestRecord], title: str) -> Table:
     for cls, recs in sorted(by_class.items()):
         flaky = sum(r.flaky for r in recs)
         label = f"  {cls}" + (f" ({flaky} flaky)" if flaky else "")
-        example = (recs[0].evidence or "").splitlines()[0][:160] if recs[0].evidence else ""
-        table.add_row(label, str(len(recs)), Text(example))  # Text: evidence is not markup
+        table.add_row(label, str(len(recs)), Text(example(recs)))
     return table
 
 
+def example(records: Sequence[TestRecord], width: int = 160) -> str:
+    """``test: reason`` for the first record that has a reason (a skip's, a failure's evidence)."""
+    from testcurator.pipelines.report import outcome_reason
+
+    for record in records:
+        reason = outcome_reason(record)
+        if reason:
+            return f"{record.generic or record.nodeid}: {reason}"[:width]
+    return (records[0].generic or records[0].nodeid)[:width] if records else ""
+
+
 def exec_command(
-    config: Annotated[Optional[Path], typer.Option("--config", help="config file or directory (curated run)")] = None,
-    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", help="upstream PyTorch checkout (${TORCH_ROOT})")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="device type to instantiate tests for, e.g. curatedev")] = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="backend module (dotted name or path) to import first")] = None,
-    workers: Annotated[int, typer.Option("-n", "--workers", min=1, help="pytest-xdist workers")] = 1,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="per-test timeout in seconds (0: none)")] = 300.0,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="reruns of failing tests to tell flaky from consistent")] = 1,
-    out: Annotated[Path, typer.Option("--out", help="output directory")] = Path("testcurator-run"),
-    rootdir: Annotated[Optional[Path], typer.Option("--rootdir", help="pytest rootdir and working directory")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
-    shard: Annotated[Optional[str], typer.Option("--shard", metavar="K/N", help="run only shard K of N, split by duration (a CI matrix leg)")] = None,
-    shards: Annotated[int, typer.Option("--shards", min=1, help="split into N shards, run them all on --executor, merge")] = 1,
-    group: Annotated[Optional[str], typer.Option("--group", help="only the config's files of this feature group (see `shards plan`)")] = None,
-    tier: Annotated[Optional[str], typer.Option("--tier", help="L1 (from the tiers file), L2 (the config) or L3 (held-back tests as probes)")] = None,
-    tiers_file: Annotated[Optional[Path], typer.Option("--tiers-file", help="written by `testcurator tiers` (default: tiers.json beside the config)")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="where shards run: local (default) or ray")] = "local",
-    profile: Annotated[Optional[Path], typer.Option("--profile", help="backend profile (backend.yaml): device, backend module, test env, and the Ray resources a shard asks for")] = None,
-    durations: Annotated[Optional[Path], typer.Option("--durations", help="pytest-split .test_durations to split by (added to the state dir's)")] = None,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="where durations are kept (default: $TESTCURATOR_STATE_DIR, else ./.testcurator)")] = None,
-    paths: Annotated[Optional[list[str]], typer.Argument(help="test files or node ids (draft run, or narrow the config)")] = None,
+    paths: TestPaths = None,
+    config: Config = None,
+    torch_root: TorchRoot = None,
+    state_dir: StateDir = None,
+    device: Device = None,
+    backend: BackendModule = None,
+    workers: Workers = 1,
+    timeout: Timeout = 300.0,
+    retries: Retries = 1,
+    out: OutDir = Path("testcurator-run"),
+    rootdir: Rootdir = None,
+    quiet: Quiet = False,
+    shard: Shard = None,
+    shards: Shards = 1,
+    group: Group = None,
+    tier: Tier = None,
+    tiers_file: TiersFile = None,
+    executor: ExecutorName = "local",
+    profile: Profile = None,
+    durations: Durations = None,
 ) -> None:
-    """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json."""
+    """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json to --out.
+
+    Without --torch-root (or $TORCH_ROOT), the torch root the memory in --state-dir was
+    built from is used, when there is one. --shard K/N runs one leg of a CI matrix;
+    --shards N runs all N on --executor and merges them.
+    """
     from testcurator.cli import exec_scale
-    from testcurator.errors import BadInputError
+    from testcurator.errors import MissingPathError
     from testcurator.runner.command import RunSpec
     from testcurator.runner.progress import NullProgress, RichProgress
     from testcurator.runner.shardrun import run_sharded
 
     if config is None and not paths:
-        raise BadInputError("exec: give --config DIR (curated run) or test paths (draft run)")
+        raise usage_error("give --config PATH (a curated run) or test paths (a draft run)")
+    torch_root = torch_root or _memory_torch_root(state_dir)
     for path, what in ((config, "--config"), (torch_root, "--torch-root"), (profile, "--profile")):
         if path is not None and not path.exists():
-            from testcurator.errors import MissingPathError
-
             raise MissingPathError(path, what)
+    assert out is not None and workers is not None
     scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, profile, durations, state_dir)
     spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
                    backend=backend, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
     spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
-    records = run_sharded(spec, shards=shards, executor=runner, store=store, source="exec",
-                          progress=NullProgress() if quiet else RichProgress())
+    progress = NullProgress() if quiet else RichProgress()
+    with progress:
+        progress.phase("collecting", None)  # from the first second: loading the config, starting pytest
+        records = run_sharded(spec, shards=shards, executor=runner, store=store, source="exec", progress=progress)
     console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
 
 
+def _memory_torch_root(state_dir: Optional[Path]) -> Optional[Path]:
+    """The torch root recorded in the memory under ``state_dir``, if a memory exists there."""
+    from testcurator.memory.paths import memory_db_path, resolve_state_dir
+
+    state = resolve_state_dir(state_dir)
+    if not memory_db_path(state).is_file():
+        return None
+    from testcurator.memory.api import Memory
+
+    with Memory.open(state) as memory:
+        return memory.torch_root
+
+
 def refine_command(
-    results: Annotated[list[Path], typer.Option("--results", help="JUnit XML / results.jsonl / directory (repeatable)")],
-    config: Annotated[Optional[Path], typer.Option("--config", help="config to re-bucket in place from the results")] = None,
-    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", envvar="TORCH_ROOT", help="value of ${TORCH_ROOT} in the config")] = None,
-    out: Annotated[Path, typer.Option("--out", help="output directory")] = Path("testcurator-refine"),
-    device: Annotated[Optional[list[str]], typer.Option("--device", help="extra device name(s) in class names, e.g. curatedev")] = None,
-    more: Annotated[Optional[list[Path]], typer.Argument(help="more result files (after --results FILE)")] = None,
+    results: Results = None,
+    more: MoreResults = None,
+    config: Config = None,
+    torch_root: TorchRoot = None,
+    out: OutDir = Path("testcurator-refine"),
+    device: Devices = None,
 ) -> None:
     """Ingest results made elsewhere (JUnit XML, JSONL), classify failures; with --config, re-bucket that config in place."""
     from testcurator.runner.ingest import load_results
     from testcurator.runner.merge import run_manifests, write_outputs
 
-    results = [*results, *(more or [])]
-    records = load_results(results, devices=tuple(device or ()))
+    inputs = [*(results or []), *(more or [])]
+    if not inputs:
+        raise usage_error("give --results FILE (JUnit XML, results.jsonl, or a folder of them)")
+    assert out is not None
+    records = load_results(inputs, devices=tuple(device or ()))
     # Shards' run folders merge losslessly: their records, and their manifests side by side.
-    write_outputs(out, records, run_manifests(results))
-    console.print(summary_table(records, f"{len(records)} tests from {len(results)} input(s)"))
+    write_outputs(out, records, run_manifests(inputs))
+    console.print(summary_table(records, f"{len(records)} tests from {len(inputs)} input(s)"))
     console.print(f"results: {out / 'results.jsonl'}", markup=False)
     if config is not None:
         for hook in REFINE_HOOKS:
@@ -138,5 +178,5 @@ def refine_command(
 
 def register(app: typer.Typer) -> None:
     """Add ``exec`` and ``refine`` to ``app``."""
-    app.command("exec")(exec_command)
-    app.command("refine")(refine_command)
+    command(app, "exec")(exec_command)
+    command(app, "refine")(refine_command)

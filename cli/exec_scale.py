@@ -40,13 +40,13 @@ def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tu
                    extra_args=spec.extra_args + tier_args(opts.tier, opts.tiers_file, spec.config))
     resources: dict[str, float] = {}
     if opts.profile is not None:
-        from testcurator.config.profile import backend_run_env, load_profile
+        from testcurator.config.profile import load_profile
 
         profile = load_profile(opts.profile, check_paths=False)[0]
         resources = dict(profile.resources)
         spec = replace(spec, device=spec.device or profile.device.torch_name,
                        backend=spec.backend or profile.backend_module,
-                       env=tuple(sorted(backend_run_env(profile, opts.profile).items())))
+                       env=tuple(sorted(profile.test_env(opts.profile).items())))
     executor = make_executor(opts.executor, ExecutorOptions(resources=resources, say=say))
     return spec, executor, durations_store(opts.state_dir, opts.durations)
 

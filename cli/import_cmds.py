@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
-
 import typer
 
-from testcurator.config.exporters import export_disabled_tests
-from testcurator.config.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
-from testcurator.config.schema import MODES
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import (AsDevice, ConfigReq, DisabledFile, Force, ImportMode, IncludeUnlisted,
+                                     IncludeXfail, OutDirReq, OutFileReq, Platform, Platforms, Report, SkiplistFile,
+                                     StripSuffix, TestFile, TorchRoot, TorchRootReq, UnlistedMode)
 from testcurator.errors import BadInputError
+from testcurator.files import atomic_write_text
+from testcurator.pipelines.exporters import export_disabled_tests
+from testcurator.pipelines.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
 
-import_app = typer.Typer(help="Import skip lists into configs (with an exactness report).", no_args_is_help=True)
-export_app = typer.Typer(help="Export a config to other formats.", no_args_is_help=True)
-
-TorchRoot = Annotated[Path, typer.Option("--torch-root", help="PyTorch checkout holding test/.", envvar="TORCH_ROOT")]
-OutDir = Annotated[Path, typer.Option("--out", help="Directory for the configs (one per upstream file).")]
-Mode = Annotated[str, typer.Option("--mode", help="Mode of matched tests: skip, xfail or xfail_strict.")]
-Unlisted = Annotated[str, typer.Option("--unlisted-mode", help="unlisted_test_mode of each imported file.")]
-Report = Annotated[Optional[Path], typer.Option("--report", help="Also write the report (.json, else markdown).")]
-Force = Annotated[bool, typer.Option("--force", help="Replace configs that already exist in --out.")]
-
-
-def _check_modes(*modes: str) -> None:
-    for mode in modes:
-        if mode not in MODES:
-            raise BadInputError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+import_app = new_group(None, "Import skip lists into configs (with an exactness report).")
+export_app = new_group(None, "Export a config to other formats.")
 
 
 def _emit(report: ImportReport, out: Path, report_path: Path | None) -> None:
@@ -51,19 +39,17 @@ def _emit(report: ImportReport, out: Path, report_path: Path | None) -> None:
 
 
 def skiplist_cmd(
-    file: Annotated[Path, typer.Argument(help="Python file holding skip_dict = {file: (patterns...) | None}.")],
-    torch_root: TorchRoot,
-    out: OutDir,
-    mode: Mode = "skip",
-    unlisted_mode: Unlisted = "mandatory_success",
-    strip_suffix: Annotated[str, typer.Option("--strip-suffix", help="Wrapper-file suffix to drop from keys.")] = "_xpu",
-    as_device: Annotated[Optional[str], typer.Option("--as-device", help="Device the list was written for (xpu); "
-                                                     "its name in patterns becomes the collected device.")] = None,
+    file: SkiplistFile,
+    torch_root: TorchRootReq,
+    out: OutDirReq,
+    mode: ImportMode = "skip",
+    unlisted_mode: UnlistedMode = "mandatory_success",
+    strip_suffix: StripSuffix = "_xpu",
+    as_device: AsDevice = None,
     report: Report = None,
     force: Force = False,
 ) -> None:
     """Import an intel/torch-xpu-ops style skip list (substring patterns, as pytest -k applies them)."""
-    _check_modes(mode, unlisted_mode)
     if not file.is_file():
         raise BadInputError(f"skip list does not exist: {file}")
     result = import_skip_list(file, torch_root=torch_root.resolve(), out_dir=out, mode=mode, unlisted_mode=unlisted_mode,
@@ -72,19 +58,17 @@ def skiplist_cmd(
 
 
 def disabled_import_cmd(
-    file: Annotated[Path, typer.Argument(help="PyTorch disabled-tests JSON: {\"test (module.Class)\": [issue, [platforms]]}.")],
-    torch_root: TorchRoot,
-    out: OutDir,
-    test_file: Annotated[Optional[list[str]], typer.Option("--test-file", help="Upstream file (relative to the torch "
-                                                           "root) to match keys in; repeatable.")] = None,
-    mode: Mode = "skip",
-    unlisted_mode: Unlisted = "mandatory_success",
-    platform: Annotated[Optional[str], typer.Option("--platform", help="Only keys disabled on this platform (or all).")] = None,
+    file: DisabledFile,
+    torch_root: TorchRootReq,
+    out: OutDirReq,
+    test_file: TestFile = None,
+    mode: ImportMode = "skip",
+    unlisted_mode: UnlistedMode = "mandatory_success",
+    platform: Platform = None,
     report: Report = None,
     force: Force = False,
 ) -> None:
     """Import PyTorch's disabled-tests JSON (exact names, PyTorch's own matching rule)."""
-    _check_modes(mode, unlisted_mode)
     if not file.is_file():
         raise BadInputError(f"disabled-tests file does not exist: {file}")
     result = import_disabled_tests(file, torch_root=torch_root.resolve(), out_dir=out, test_files=test_file or (),
@@ -93,16 +77,18 @@ def disabled_import_cmd(
 
 
 def disabled_export_cmd(
-    config: Annotated[Path, typer.Option("--config", help="Config file or directory.")],
-    out: Annotated[Path, typer.Option("--out", help="JSON file to write (atomically).")],
-    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", help="Collect to export instantiated names "
-                                                       "(without: generic names only).")] = None,
-    include_xfail: Annotated[bool, typer.Option("--include-xfail/--no-include-xfail", help="xfail/xfail_strict "
-                                                "export as disabled (the format has nothing else).")] = True,
-    include_unlisted: Annotated[bool, typer.Option("--include-unlisted", help="Also tests skipped by unlisted_test_mode.")] = False,
-    platform: Annotated[Optional[list[str]], typer.Option("--platform", help="Platforms of every key (default: all).")] = None,
+    config: ConfigReq,
+    out: OutFileReq,
+    torch_root: TorchRoot = None,
+    include_xfail: IncludeXfail = True,
+    include_unlisted: IncludeUnlisted = False,
+    platform: Platforms = None,
 ) -> None:
-    """Export every skipped (and xfail) test of a config as PyTorch's disabled-tests JSON."""
+    """Export every skipped (and xfail) test of a config as PyTorch's disabled-tests JSON.
+
+    With --torch-root (or $TORCH_ROOT) the upstream files are collected and instantiated
+    names are exported; without, generic names only.
+    """
     result = export_disabled_tests(config, out, torch_root=torch_root.resolve() if torch_root else None,
                                    include_xfail=include_xfail, include_unlisted=include_unlisted, platforms=platform or ())
     modes = ", ".join(f"{m} {n}" for m, n in result.by_mode.items()) or "none"
@@ -113,8 +99,8 @@ def disabled_export_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add the ``import`` and ``export`` groups to ``app``."""
-    import_app.command("skiplist")(skiplist_cmd)
-    import_app.command("disabled-tests")(disabled_import_cmd)
-    export_app.command("disabled-tests")(disabled_export_cmd)
+    command(import_app, "skiplist")(skiplist_cmd)
+    command(import_app, "disabled-tests")(disabled_import_cmd)
+    command(export_app, "disabled-tests")(disabled_export_cmd)
     app.add_typer(import_app, name="import")
     app.add_typer(export_app, name="export")

@@ -1,36 +1,39 @@
 """The ``testcurator`` command: a thin layer over the Python API.
 
-Each command group lives in its own module and registers itself here explicitly.
-Errors derived from :class:`testcurator.errors.CuratorError` map to exit codes
-(2 for bad input); anything else is a bug and keeps its traceback.
+Each command group lives in its own module and registers itself here explicitly; every
+option comes from :mod:`testcurator.cli.options`. Exit codes: errors derived from
+:class:`testcurator.errors.CuratorError` carry their own (2 for bad input); a usage error
+(unknown option, missing argument, a value out of bounds) prints what was wrong and the
+usage line, and exits 2; anything else is a bug and keeps its traceback.
+
+typer (from 0.26) vendors its own copy of click, so click's exception classes are not the
+ones raised: :mod:`testcurator.cli.commands` takes them from ``typer.BadParameter``'s
+ancestry instead, which holds for every typer release this package accepts.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from rich.console import Console
 
+from testcurator.cli.commands import ClickError, UsageError, new_group, record_invocation
 from testcurator.errors import ConfigError, CuratorError
 
-app = typer.Typer(
-    name="testcurator",
-    help="Curate PyTorch's upstream test suite for an out-of-tree backend.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+
+app = new_group("testcurator", "Curate PyTorch's upstream test suite for an out-of-tree backend.")
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
-    from testcurator.cli import (ci_cmds, config_cmds, durations_cmds, exec_cmds, import_cmds, memory_cmds, ops_cmds,
-                                 review_cmds, run_cmds, shards_cmds, tiers_cmds, upgrade_cmds)
+    from testcurator.cli import (ci_cmds, config_cmds, durations_cmds, eval_cmds, exec_cmds, import_cmds, llm_cmds,
+                                 memory_cmds, ops_cmds, review_cmds, run_cmds, shards_cmds, tiers_cmds, upgrade_cmds)
 
     for module in (config_cmds, memory_cmds, ops_cmds, exec_cmds, run_cmds, review_cmds, import_cmds, upgrade_cmds,
-                   durations_cmds, shards_cmds, tiers_cmds, ci_cmds):
+                   eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds, ci_cmds):
         module.register(app)
 
 
@@ -47,27 +50,58 @@ def report_error(exc: CuratorError) -> None:
         err_console.print(f"error: {exc}", markup=False)
 
 
+def usage_line(ctx: Any) -> str:
+    """``usage: testcurator validate [OPTIONS] PATH...`` on one line, whatever the width."""
+    pieces = ctx.command.collect_usage_pieces(ctx)
+    return f"usage: {ctx.command_path} {' '.join(pieces)}  (--help for details)"
+
+
+def _context_for(argv: list[str]) -> Any:
+    """The context of the (sub)command ``argv`` names, for errors raised without one."""
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root, info_name="testcurator")
+    for token in argv:
+        commands = getattr(ctx.command, "commands", None)
+        if not commands or token not in commands:
+            if token.startswith("-") or not commands:
+                continue
+            break
+        ctx = typer.Context(commands[token], info_name=token, parent=ctx)
+    return ctx
+
+
+def report_usage_error(exc: Exception, argv: list[str]) -> int:
+    """What was wrong, then the usage line: two lines on stderr; exit code 2 (click's own)."""
+    ctx = getattr(exc, "ctx", None) or _context_for(argv)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        typer.echo(ctx.get_help())  # a group or command run bare: its help, as click does
+        return 2
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    err_console.print(f"error: {message}", markup=False)
+    if ctx is not None:
+        err_console.print(usage_line(ctx), markup=False)
+    return int(getattr(exc, "exit_code", 2) or 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
+    record_invocation(sys.argv[1:] if argv is None else list(argv))
     try:
-        # With standalone_mode=False click returns a command's typer.Exit code instead of exiting.
-        result = app(args=argv, standalone_mode=False)
+        # standalone_mode=False: errors come here instead of typer's boxed, multi-line report.
+        result = app(args=argv, prog_name="testcurator", standalone_mode=False)
     except CuratorError as exc:
         report_error(exc)
         return exc.exit_code
+    except UsageError as exc:
+        return report_usage_error(exc, sys.argv[1:] if argv is None else argv)
+    except ClickError as exc:  # e.g. a file that cannot be opened: one line, click's exit code
+        err_console.print(f"error: {' '.join(str(exc.format_message()).split())}", markup=False)  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", 1))
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except SystemExit as exc:  # click's own usage errors
-        return int(exc.code or 0)
-    except Exception as exc:  # click.ClickException and friends (bad option values)
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        raise
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("aborted", markup=False)
+        return 130
     return result if isinstance(result, int) else 0
 
 

@@ -5,40 +5,41 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from testcurator.memory.api import Hit, Memory, StoredTest, build
-from testcurator.memory.builder import BuildStats
-
-StateDir = Annotated[
-    Optional[Path],
-    typer.Option("--state-dir", help="Memory directory (default: $TESTCURATOR_STATE_DIR, else ./.testcurator)."),
-]
-JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import (Collect, Embed, Files, Format, JobsDeprecated, JsonDeprecated, QueryText, Rebuild,
+                                     StateDir, TestName, TopK, TorchRootReq, Workers, take_deprecated)
+from testcurator.memory.api import Hit, Memory
+from testcurator.memory.builder import BuildStats, build
+from testcurator.memory.store import StoredTest
 
 def _out() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
 def build_cmd(
-    torch_root: Annotated[Path, typer.Option("--torch-root", help="PyTorch checkout (or any tree of test files).")],
-    files: Annotated[Optional[list[str]], typer.Option(
-        "--files", help="Glob or path relative to the root (repeatable; default test/**/test_*.py).")] = None,
+    torch_root: TorchRootReq,
+    files: Files = None,
     state_dir: StateDir = None,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Skip embeddings (index and summaries only).")] = False,
-    rebuild: Annotated[bool, typer.Option("--rebuild", help="Discard the index and build from scratch.")] = False,
-    jobs: Annotated[Optional[int], typer.Option(
-        "--jobs", "-j", help="Parser processes (default: up to 4 when many files changed).")] = None,
-    collect: Annotated[bool, typer.Option(
-        "--collect", help="Also collect the files with pytest (no execution): exact instances and the static @ops map.")] = False,
-    as_json: JsonOut = False,
+    embed: Embed = True,
+    rebuild: Rebuild = False,
+    workers: Workers = None,
+    collect: Collect = False,
+    fmt: Format = "text",
+    jobs: JobsDeprecated = None,
+    as_json: JsonDeprecated = False,
 ) -> None:
-    """Index test files (tree-sitter), summarise each test and embed it; incremental."""
+    """Index test files (tree-sitter), summarise each test and embed it; incremental.
+
+    -n/--workers: parser processes (default: up to 4 when many files changed).
+    """
+    workers = take_deprecated(workers, jobs, "-j/--jobs", "-n/--workers")
+    as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=as_json or not err.is_terminal) as bar:
@@ -49,8 +50,8 @@ def build_cmd(
                 tasks[phase] = bar.add_task("indexing files" if phase == "index" else "embedding tests", total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        stats = build(torch_root, files, state_dir, progress=progress, embed=not no_embed, rebuild=rebuild,
-                      jobs=jobs)
+        stats = build(torch_root, files, state_dir, progress=progress, embed=embed, rebuild=rebuild,
+                      jobs=workers)
     static = _collect_static(torch_root, files, state_dir) if collect else None
     if as_json:
         typer.echo(json.dumps({**_stats_json(stats), **({"static": static} if static else {})}, indent=2))
@@ -65,7 +66,7 @@ def _collect_static(torch_root: Path, files: Optional[list[str]], state_dir: Opt
     from testcurator.memory.builder import discover
     from testcurator.memory.opmap import OpMap
     from testcurator.memory.paths import resolve_state_dir
-    from testcurator.memory.static import collect_static
+    from testcurator.memory.stage import collect_static
 
     root = torch_root.resolve()
     state = resolve_state_dir(state_dir)
@@ -96,12 +97,14 @@ def _print_stats(stats: BuildStats) -> None:
 
 
 def query_cmd(
-    text: Annotated[str, typer.Argument(help="What the tests should be about.")],
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
+    text: QueryText,
+    k: TopK = 10,
     state_dir: StateDir = None,
-    as_json: JsonOut = False,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """Find tests by meaning (embedding search over their summaries)."""
+    as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"
     with Memory.open(state_dir) as mem:
         hits = mem.query(text, k)
     if as_json:
@@ -135,11 +138,13 @@ def _test_json(t: StoredTest, mem: Memory) -> dict[str, Any]:
 
 
 def show_cmd(
-    name: Annotated[str, typer.Argument(help="Class::test (or path::Class::test).")],
+    name: TestName,
     state_dir: StateDir = None,
-    as_json: JsonOut = False,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """Print everything memory knows about one test."""
+    as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"
     with Memory.open(state_dir) as mem:
         records = [_test_json(t, mem) for t in mem.require_test(name)]
     if as_json:
@@ -154,7 +159,7 @@ def show_cmd(
 
 def _print_test(out: Console, rec: dict[str, Any]) -> None:
     def line(label: str, value: Any) -> None:
-        out.print(f"{label + ':':<20}{value}", markup=False)
+        out.print(f"{label + ':':<19} {value}", markup=False)  # a long label still gets a space
 
     line("test", rec["generic"])
     line("file", f"{rec['path']}:{rec['line_start']}-{rec['line_end']}")
@@ -185,8 +190,8 @@ def _print_test(out: Console, rec: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the `memory` group to ``app``."""
-    memory_app = typer.Typer(name="memory", help="Build and query the repository memory.", no_args_is_help=True)
-    memory_app.command("build")(build_cmd)
-    memory_app.command("query")(query_cmd)
-    memory_app.command("show")(show_cmd)
+    memory_app = new_group("memory", "Build and query the repository memory.")
+    command(memory_app, "build")(build_cmd)
+    command(memory_app, "query")(query_cmd)
+    command(memory_app, "show")(show_cmd)
     app.add_typer(memory_app, name="memory")

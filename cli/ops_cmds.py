@@ -2,8 +2,8 @@
 
 - ``testcurator ops ingest FILE...``: load capture files written by
   ``pytest --curate-capture-ops FILE`` (FILE's xdist parts ``FILE.gw*`` come along);
-- ``testcurator ops tests-for OP [--dtype D] [--json]``: which tests use an op;
-- ``testcurator ops for-test Class::test [--json]``: which ops a test uses.
+- ``testcurator ops tests-for OP [--dtype D] [--format json]``: which tests use an op;
+- ``testcurator ops for-test Class::test [--format json]``: which ops a test uses.
 
 ``add_ingest_command(memory_app)`` adds the same ingest as ``testcurator memory ingest-ops``.
 """
@@ -13,18 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
-
 import typer
 
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import CaptureFiles, Dtype, Format, JsonDeprecated, OpArg, StateDir, TestName, take_deprecated
 from testcurator.memory.opmap import OpMap
-
-StateDir = Annotated[
-    Optional[Path],
-    typer.Option("--state-dir", help="Memory directory (default: $TESTCURATOR_STATE_DIR, else ./.testcurator)."),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
 
 def _opmap(state_dir: Path | None) -> OpMap:
     from testcurator.memory.paths import resolve_state_dir
@@ -32,10 +25,7 @@ def _opmap(state_dir: Path | None) -> OpMap:
     return OpMap(resolve_state_dir(state_dir))
 
 
-def ingest_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Capture files (JSON lines) from --curate-capture-ops.")],
-    state_dir: StateDir = None,
-) -> None:
+def ingest_cmd(files: CaptureFiles, state_dir: StateDir = None) -> None:
     """Load capture files into the op map (each FILE with its xdist parts FILE.gw*); re-ingesting a test replaces its record."""
     opmap = _opmap(state_dir)
     try:
@@ -56,12 +46,14 @@ def ingest_cmd(
 
 
 def tests_for_cmd(
-    op: Annotated[str, typer.Argument(help="aten::add (any overload), aten::add.Tensor (exact), or an OpInfo name (add).")],
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Only instances of this dtype (float16).")] = None,
+    op: OpArg,
+    dtype: Dtype = None,
     state_dir: StateDir = None,
-    as_json: AsJson = False,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """List the instantiated tests that use OP, one per line (generic, device, dtype, source, node id)."""
+    as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"
     opmap = _opmap(state_dir)
     if not opmap.exists():
         typer.echo(f"no op map at {opmap.path} yet; hint: testcurator ops ingest FILE", err=True)
@@ -73,16 +65,18 @@ def tests_for_cmd(
         typer.echo(json.dumps([asdict(h) for h in hits], indent=2))
         return
     for hit in hits:
-        typer.echo(f"{hit.generic}\t{hit.device or '-'}\t{hit.dtype or '-'}\t{hit.source}\t{hit.node_id}")
+        typer.echo(f"{hit.generic}\t{hit.device or '-'}\t{hit.dtype or '-'}\t{hit.source}\t{hit.nodeid}")
     typer.echo(f"{len(hits)} test instance(s) use {op}", err=True)
 
 
 def for_test_cmd(
-    generic: Annotated[str, typer.Argument(help="Device-generic test name, Class::test.")],
+    generic: TestName,
     state_dir: StateDir = None,
-    as_json: AsJson = False,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """List the aten ops any instance of a test uses, with their source and instance count."""
+    as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"
     opmap = _opmap(state_dir)
     try:
         uses = opmap.ops_for_test(generic)
@@ -97,13 +91,13 @@ def for_test_cmd(
 
 def add_ingest_command(memory_app: typer.Typer) -> None:
     """Add ``ingest-ops`` to the ``memory`` group (called by cli/memory_cmds.py)."""
-    memory_app.command("ingest-ops")(ingest_cmd)
+    command(memory_app, "ingest-ops")(ingest_cmd)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``ops`` group to ``app``."""
-    ops_app = typer.Typer(name="ops", help="The test-to-op map: which tests use which aten ops.", no_args_is_help=True)
-    ops_app.command("ingest")(ingest_cmd)
-    ops_app.command("tests-for")(tests_for_cmd)
-    ops_app.command("for-test")(for_test_cmd)
+    ops_app = new_group("ops", "The test-to-op map: which tests use which aten ops.")
+    command(ops_app, "ingest")(ingest_cmd)
+    command(ops_app, "tests-for")(tests_for_cmd)
+    command(ops_app, "for-test")(for_test_cmd)
     app.add_typer(ops_app, name="ops")

@@ -40,8 +40,9 @@ def _norm(name: str) -> str:
     return name.replace(".", "_")
 
 
-def op_matches(ref_name: str, ident: TestIdentity) -> bool:
-    """``add`` matches every variant of add; ``sum_variant`` matches that variant only."""
+def op_ref_matches(ref_name: str, ident: TestIdentity) -> bool:
+    """Whether a config ``OpRef`` names the instance's OpInfo op: ``add`` matches every
+    variant of add; ``sum_variant`` matches that variant only."""
     if ident.op is None:
         return False
     return _norm(ref_name) in {_norm(ident.op), _norm(ident.op_formatted or "")}
@@ -63,7 +64,7 @@ def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
                 return f"dtype {ref.name} excluded by edits"
     if edits.ops is not None:
         for op in edits.ops.exclude:
-            if op_matches(op.name, ident) and _op_dtype_applies(op, ident):
+            if op_ref_matches(op.name, ident) and _op_dtype_applies(op, ident):
                 return f"op {op.name} excluded by edits"
     if edits.modules is not None and ident.module is not None:
         for mod in edits.modules.exclude:
@@ -85,7 +86,7 @@ def _unsupported(caps: Capabilities, ident: TestIdentity, included: Iterable[str
             if name not in supported:
                 return f"dtype {name} is not in supported_dtypes"
     if caps.supported_ops is not None and ident.op is not None:
-        ref = next((op for op in caps.supported_ops if op_matches(op.name, ident)), None)
+        ref = next((op for op in caps.supported_ops if op_ref_matches(op.name, ident)), None)
         if ref is None:
             return f"op {ident.op} is not in supported_ops"
         if ref.dtypes is not None:

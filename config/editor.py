@@ -25,8 +25,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from testcurator.config.loader import load_model
 from testcurator.config.schema import ConfigDocument
-from testcurator.config.yamlio import atomic_write_text, to_plain
+from testcurator.config.yamlio import to_plain
 from testcurator.errors import BadInputError, ConfigError, Location, Problem
+from testcurator.files import atomic_write_text
 
 COMMENT_WIDTH = 96
 

@@ -8,9 +8,11 @@ a relative path resolves against the torch root (or, without one, the config's f
 
 from __future__ import annotations
 
+import gc
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry
-from testcurator.config.yamlio import locate, read_yaml, to_plain
+from testcurator.config.yamlio import locate, read_yaml, to_data
 from testcurator.errors import ConfigError, Location, Problem
 
 M = TypeVar("M", bound=BaseModel)
@@ -85,10 +87,32 @@ def load_model(path: Path, model_cls: type[M]) -> tuple[M, Any]:
     if not path.exists():
         raise ConfigError([Problem(Location(str(path)), "file does not exist")])
     tree = read_yaml(path)
+    data = to_data(tree, str(path))
+    if not isinstance(data, dict):
+        raise ConfigError([_not_a_mapping(path, tree, data, model_cls)])
     try:
-        return model_cls.model_validate(to_plain(tree)), tree
+        return model_cls.model_validate(data), tree
     except ValidationError as exc:
         raise ConfigError(pydantic_problems(exc, tree, str(path), model_cls)) from exc
+
+
+def _not_a_mapping(path: Path, tree: Any, data: Any, model_cls: type[BaseModel]) -> Problem:
+    """An empty, comment-only or scalar document, explained with a hint."""
+    keys = [f.alias or name for name, f in model_cls.model_fields.items() if f.is_required()]
+    expected = f"a mapping with the key{'s' if len(keys) > 1 else ''} {', '.join(keys)}" if keys else "a mapping"
+    hint = "hint: `testcurator schema` prints the format" if model_cls.__name__ == "ConfigDocument" else \
+        "hint: see README.md for an example"
+    if tree is None:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines:
+            return Problem(Location(str(path), 1, 1), f"the file is empty; expected {expected} ({hint})")
+        first = next(i for i, line in enumerate(text.splitlines(), start=1) if line.strip())
+        return Problem(Location(str(path), first, 1),
+                       f"the file holds only comments ({len(lines)} line(s)), no YAML content; "
+                       f"expected {expected} ({hint})")
+    found = "a list" if isinstance(data, list) else f"the value {data!r}"
+    return Problem(locate(tree, (), str(path)), f"expected {expected}, found {found} ({hint})")
 
 
 def pydantic_problems(exc: ValidationError, tree: Any, file: str, model_cls: type[BaseModel]) -> list[Problem]:
@@ -179,6 +203,16 @@ def load_config(
     paths: Path | Iterable[Path], *, torch_root: Path | None = None, check_paths: bool = False
 ) -> LoadedConfig:
     """Load, validate and merge every config document; raise ConfigError on any problem."""
+    with paused_gc():
+        loaded, problems, _ = _load(paths, torch_root=torch_root, check_paths=check_paths)
+    if problems:
+        raise ConfigError(sorted(problems, key=_problem_order))
+    return loaded
+
+
+def _load(
+    paths: Path | Iterable[Path], *, torch_root: Path | None, check_paths: bool
+) -> tuple[LoadedConfig, list[Problem], list[tuple[Path, ConfigDocument, Any]]]:
     from testcurator.config.resolve import merge_documents
 
     roots = [paths] if isinstance(paths, Path) else list(paths)
@@ -200,9 +234,24 @@ def load_config(
             docs.append((file, doc, tree))
     loaded, merge_problems = merge_documents(docs, torch_root=torch_root, check_paths=check_paths)
     problems.extend(merge_problems)
-    if problems:
-        raise ConfigError(sorted(problems, key=_problem_order))
-    return loaded
+    return loaded, problems, docs
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (a config loading, the plugin marking items).
+
+    Both allocate many objects and none that form cycles; on a 50,000-entry config the
+    collector's repeated full passes over the growing heap cost more than parsing itself
+    (bench/config_load.py).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _problem_order(problem: Problem) -> tuple[str, int, int]:
@@ -214,13 +263,41 @@ def file_entry_location(tree: Any, file: Path, index: int) -> Location:
     return locate(tree, ("test_suite_config", "files", index), str(file))
 
 
-def validate(paths: Sequence[Path], torch_root: Path | None = None) -> list[Problem]:
-    """Every problem in ``paths`` (``testcurator validate``); empty when all is well."""
-    try:
-        load_config(paths, torch_root=torch_root, check_paths=True)
-    except ConfigError as exc:
-        return exc.problems
-    return []
+def validate(paths: Sequence[Path], torch_root: Path | None = None, *, allow_outside_root: bool = False) -> list[Problem]:
+    """Every problem in ``paths`` (``testcurator validate``); empty when all is well.
+
+    Beyond loading: every test path must name a Python test file (``test_*.py`` or
+    ``*_test.py``), inside the torch root unless ``allow_outside_root``; an instantiated
+    test name gets the generic name to write, from the upstream file's own definitions.
+    """
+    with paused_gc():
+        loaded, problems, docs = _load(paths, torch_root=torch_root, check_paths=True)
+    root = torch_root or (Path(os.environ["TORCH_ROOT"]) if os.environ.get("TORCH_ROOT") else None)
+    for source, doc, tree in docs:
+        for index, entry in enumerate(doc.test_suite_config.files):
+            path, _ = expand_path(entry.path, torch_root, source.parent)
+            if path is None:
+                continue  # already reported: the path does not expand
+            where = locate(tree, ("test_suite_config", "files", index, "path"), str(source))
+            problems.extend(Problem(where, message) for message in upstream_path_problems(path, root, allow_outside_root))
+    return sorted(problems, key=_problem_order)
+
+
+def upstream_path_problems(path: Path, root: Path | None, allow_outside_root: bool) -> list[str]:
+    """Why ``path`` cannot be an upstream test file (empty when it can)."""
+    out = []
+    real = Path(os.path.realpath(path))
+    if root is not None and not allow_outside_root:
+        real_root = Path(os.path.realpath(root))
+        if real != real_root and real_root not in real.parents:
+            out.append(f"test path resolves outside the torch root {real_root}: {real} "
+                       "(pass --allow-outside-root to accept it)")
+    if real.suffix != ".py":
+        out.append(f"not a Python test file: {real.name} (expected test_*.py or *_test.py)")
+    elif not (real.name.startswith("test_") or real.name.endswith("_test.py")):
+        out.append(f"not a Python test file by name: {real.name} (expected test_*.py or *_test.py; "
+                   "pytest would not collect it)")
+    return out
 
 
 __all__ = [
@@ -232,5 +309,6 @@ __all__ = [
     "expand_path",
     "load_config",
     "load_model",
+    "upstream_path_problems",
     "validate",
 ]

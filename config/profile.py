@@ -2,7 +2,7 @@
 
 The profile is the pipeline's second input beside the upstream tree. Stage 1 (scope) reads
 ``hooks`` and ``preferences``; stage 3 (bucket) reads the declared capabilities and the
-ops discovered in ``source_paths`` (agents/discover.py). Example::
+ops discovered in ``source_paths`` (memory/discover.py). Example::
 
     schema_version: 1
     name: curatedev
@@ -119,16 +119,15 @@ class BackendProfile(_Strict):
             raise ValueError(f"hooks listed twice: {', '.join(dupes)}")
         return hooks
 
-
-def backend_run_env(profile: BackendProfile, profile_path: Path) -> dict[str, str]:
-    """Environment for the backend's test processes: its ``env``, its ``python_path``
-    (relative to the profile) ahead of ``$PYTHONPATH``, and PyTorch's plain failure text."""
-    env = dict(profile.env)
-    paths = [str((profile_path.parent / p).resolve()) for p in profile.python_path]
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
-    return env
+    def test_env(self, profile_path: Path) -> dict[str, str]:
+        """Environment for the backend's test processes: ``env``, and ``python_path``
+        (relative to the profile at ``profile_path``) ahead of the caller's PYTHONPATH."""
+        env = dict(self.env)
+        paths = [str((profile_path.parent / p).resolve()) for p in self.python_path]
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
+        return env
 
 
 def load_profile(path: Path, *, check_paths: bool = True) -> tuple[BackendProfile, dict[str, list[Path]]]:

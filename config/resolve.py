@@ -19,8 +19,10 @@ from testcurator.config.loader import (
     expand_path,
 )
 from testcurator.config.schema import Capabilities, ConfigDocument, FileEntry, TestEntry
-from testcurator.config.yamlio import locate
+from testcurator.config.yamlio import locate, node_at, position
+from testcurator.config.upstream_names import defined_tests, variant_names
 from testcurator.errors import Location, Problem
+from testcurator.names import instantiated_hint
 
 DEFAULT_UNLISTED_FILE_MODE = "skip"
 
@@ -58,7 +60,7 @@ def merge_documents(
     for source, doc, tree in docs:
         suite = doc.test_suite_config
         labels.extend(label for label in suite.labels if label not in labels)
-        if "unlisted_file_mode" in tree.get("test_suite_config", {}) or not modes:
+        if node_at(tree, ("test_suite_config", "unlisted_file_mode")) is not None or not modes:
             modes.setdefault(suite.unlisted_file_mode, locate(tree, ("test_suite_config", "unlisted_file_mode"), str(source)))
         lines = source.read_text(encoding="utf-8").splitlines()
         for index, entry in enumerate(suite.files):
@@ -106,7 +108,7 @@ def _resolve_file(
         return None
     if check_paths and not path.is_file():
         problems.append(Problem(path_loc, f"upstream test file does not exist: {path}"))
-    entries = _resolve_entries(source, tree, lines, base_loc, entry.tests, problems)
+    entries = _resolve_entries(source, tree, lines, base_loc, entry.tests, problems, path)
     by_name = {name: e for e in entries for name in e.names}
     return ResolvedFile(
         raw_path=entry.path,
@@ -126,21 +128,49 @@ def _resolve_entries(
     base_loc: tuple[Any, ...],
     tests: Sequence[TestEntry],
     problems: list[Problem],
+    upstream: Path,
 ) -> list[ResolvedEntry]:
-    seen: dict[str, Location] = {}
+    # Positions straight from the ``tests`` sequence node: one walk per file, not per entry
+    # (PyTorch-size configs hold tens of thousands of entries).
+    items = getattr(node_at(tree, (*base_loc, "tests")), "value", None) or []
+    file = str(source)
+    seen: dict[str, tuple[int, int]] = {}
     out: list[ResolvedEntry] = []
     for t_index, test in enumerate(tests):
-        entry_loc = locate(tree, (*base_loc, "tests", t_index), str(source))
+        entry_loc = position(items[t_index], file) if t_index < len(items) else locate(tree, (*base_loc, "tests"), file)
         for n_index, name in enumerate(test.names):
-            name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), str(source))
+            if instantiated_hint(name) is not None:
+                name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), file)
+                problems.append(Problem(name_loc, instantiated_message(name, upstream)))
             if name in seen:
-                problems.append(Problem(name_loc, f"test {name} is listed twice in this file (first at line {seen[name].line})"))
+                name_loc = locate(tree, (*base_loc, "tests", t_index, "names", n_index), file)
+                first = locate(tree, (*base_loc, "tests", *seen[name][:1], "names", *seen[name][1:]), file)
+                problems.append(Problem(name_loc, f"test {name} is listed twice in this file (first at line {first.line})"))
             else:
-                seen[name] = name_loc
-        _check_edits(source, tree, (*base_loc, "tests", t_index), test, problems)
+                seen[name] = (t_index, n_index)  # located only when a duplicate needs it
+        if test.edits is not None:
+            _check_edits(source, tree, (*base_loc, "tests", t_index), test, problems)
         reason = test.reason or comment_above(lines, (entry_loc.line or 1) - 1)
         out.append(ResolvedEntry(tuple(test.names), test.mode, test.edits, reason, entry_loc))
     return out
+
+
+def instantiated_message(name: str, upstream: Path | None) -> str:
+    """What to write instead of the instantiated ``name``, as sure as what is known allows."""
+    plain = instantiated_hint(name) or name
+    head = f"name {name!r} is an instantiated name; write the device-generic"
+    known = defined_tests(upstream) if upstream is not None else frozenset()
+    if known:
+        exact = instantiated_hint(name, known_tests=known)
+        if exact in known:
+            return f"{head} {exact!r}"
+        return f"{head} name: {plain!r} or a prefix of it, but {upstream.name} defines no such test"  # type: ignore[union-attr]
+    guess = instantiated_hint(name, variant_names=variant_names())
+    if guess != plain:
+        cut = plain.partition("::")[2][len(guess.partition("::")[2]) + 1:]  # type: ignore[union-attr]
+        return (f"{head} {guess!r} ({cut!r} is the OpInfo/ModuleInfo part; with the upstream file found "
+                "through --torch-root, its own tests confirm the name)")
+    return f"{head} {plain!r}, less any @parametrize values (pass --torch-root to check against the upstream file)"
 
 
 def _check_edits(source: Path, tree: Any, loc: tuple[Any, ...], test: TestEntry, problems: list[Problem]) -> None:

@@ -47,6 +47,12 @@ class TestChange:
     new_edits: str | None = None
     old_where: str | None = None
     new_where: str | None = None
+    edits_added: tuple[str, ...] = ()  # edit items only the new entry has ("exclude dtype int64")
+    edits_removed: tuple[str, ...] = ()  # edit items only the old entry had
+    lost_mandatory: bool = False  # mandatory_success before (listed or by default), not after
+    stale_reason: bool = False  # the mode changed and the reason written above it did not
+    old_excerpt: tuple[tuple[int, str], ...] = ()  # (line, text): the old entry and its comment
+    new_excerpt: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class Summary:
     changed: int
     mandatory_before: int
     mandatory_lost: int  # named tests mandatory_success before and not after
+    lost_tests: tuple[str, ...] = ()  # "path::Class::test" of each of them
+    stale_reasons: int = 0  # tests whose mode changed under an unchanged reason
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,35 @@ class Side:
     root: Path
     config: LoadedConfig
     global_caps: frozenset[str]
+    lines: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)  # file -> its lines
+
+    def excerpt(self, entry: ResolvedEntry, limit: int = 16) -> tuple[tuple[int, str], ...]:
+        """The entry's lines with the comment block above it: what a link to it shows."""
+        if entry.location.line is None:
+            return ()
+        file = entry.location.file
+        if file not in self.lines:
+            self.lines[file] = Path(file).read_text(encoding="utf-8").splitlines()
+        return entry_excerpt(self.lines[file], entry.location.line, limit)
+
+
+def entry_excerpt(lines: list[str], line: int, limit: int = 16) -> tuple[tuple[int, str], ...]:
+    """Lines of the list item at 1-based ``line``: comments above, then the item to its end."""
+    first = line - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1
+    head = lines[line - 1]
+    indent = len(head) - len(head.lstrip(" -"))  # column of the item's content
+    last = line
+    while last < len(lines) and last - first < limit:
+        text = lines[last]
+        stripped = text.lstrip(" ")
+        if stripped and (len(text) - len(stripped) < indent or stripped.startswith("#")):
+            break
+        last += 1
+    while last > line and not lines[last - 1].strip():
+        last -= 1
+    return tuple((n + 1, lines[n]) for n in range(first, min(last, first + limit)))
 
 
 # --- reading a side -----------------------------------------------------------------------
@@ -157,6 +194,23 @@ def capability_lines(caps: Capabilities | None) -> set[str]:
     return out
 
 
+def edit_items(edits: Edits | None) -> tuple[str, ...]:
+    """Edits as comparable items: ``exclude dtype bool``, ``include dtype bfloat16``,
+    ``exclude op sub``, ``exclude op add[float32]``, ``exclude module nn.Linear``."""
+    if edits is None:
+        return ()
+    items = []
+    if edits.dtypes is not None:
+        items += [f"exclude dtype {d.name}" for d in edits.dtypes.exclude]
+        items += [f"include dtype {d.name}" for d in edits.dtypes.include]
+    if edits.ops is not None:
+        items += [f"exclude op {o.name}" + (f"[{', '.join(sorted(d.name for d in o.dtypes))}]" if o.dtypes else "")
+                  for o in edits.ops.exclude]
+    if edits.modules is not None:
+        items += [f"exclude module {m.name}" for m in edits.modules.exclude]
+    return tuple(sorted(items))
+
+
 def edits_text(edits: Edits | None) -> str | None:
     """``dtypes -bool +bfloat16; ops -sub -add[float32]`` (sorted)."""
     if edits is None:
@@ -196,14 +250,20 @@ def _test_change(name: str, old: Side, new: Side, of: ResolvedFile | None, nf: R
         if not aspects:
             return None
     kind = "added" if oe is None else "removed" if ne is None else "changed"
+    old_effective = oe.mode if oe else (of.unlisted_test_mode if of else "absent")
+    new_effective = ne.mode if ne else (nf.unlisted_test_mode if nf else "absent")
+    old_items, new_items = set(edit_items(oe.edits if oe else None)), set(edit_items(ne.edits if ne else None))
     return TestChange(
         name=name, kind=kind, aspects=tuple(aspects),
         old_mode=oe.mode if oe else None, new_mode=ne.mode if ne else None,
-        old_effective=oe.mode if oe else (of.unlisted_test_mode if of else "absent"),
-        new_effective=ne.mode if ne else (nf.unlisted_test_mode if nf else "absent"),
+        old_effective=old_effective, new_effective=new_effective,
         old_reason=oe.reason if oe else None, new_reason=ne.reason if ne else None,
         old_edits=edits_text(oe.edits) if oe else None, new_edits=edits_text(ne.edits) if ne else None,
         old_where=_where(old, oe) if oe else None, new_where=_where(new, ne) if ne else None,
+        edits_added=tuple(sorted(new_items - old_items)), edits_removed=tuple(sorted(old_items - new_items)),
+        lost_mandatory=old_effective == "mandatory_success" and new_effective != "mandatory_success",
+        stale_reason="mode" in aspects and "reason" not in aspects and bool(ne and ne.reason),
+        old_excerpt=old.excerpt(oe) if oe else (), new_excerpt=new.excerpt(ne) if ne else (),
     )
 
 
@@ -231,11 +291,12 @@ def _summary(old: Side, new: Side, files: tuple[FileChange, ...]) -> Summary:
 
     tests = [t for f in files for t in f.tests]
     moves = Counter(f"{t.old_effective} -> {t.new_effective}" for t in tests if t.old_effective != t.new_effective)
-    lost = sum(1 for t in tests if t.old_effective == "mandatory_success" and t.new_effective != "mandatory_success")
+    lost = tuple(f"{f.raw_path}::{t.name}" for f in files for t in f.tests if t.lost_mandatory)
     kinds = Counter(t.kind for t in tests)
     before = counts(old)
     return Summary(before, counts(new), dict(sorted(moves.items())), kinds["added"], kinds["removed"],
-                   kinds["changed"], before["mandatory_success"], lost)
+                   kinds["changed"], before["mandatory_success"], len(lost), lost,
+                   sum(1 for t in tests if t.stale_reason))
 
 
 def review(old: Side, new: Side) -> ReviewReport:

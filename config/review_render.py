@@ -1,8 +1,11 @@
 """Renderings of a :class:`~testcurator.config.review.ReviewReport`.
 
-Markdown (a PR comment), one self-contained HTML page (inline CSS and a few lines of
-inline JS to filter rows; no external resource), rich on the terminal, and JSON. Each is a
-pure function of the report, so the same report renders to the same bytes.
+Markdown (a PR comment), one self-contained HTML page (``review_html.py``), the terminal
+(rich) and JSON. Each is a pure function of the report, so the same report renders to the
+same bytes. Every rendering leads with what a reviewer must see first: how many tests lose
+``mandatory_success`` and which, and modes that changed under an unchanged reason; then a
+legend; then per file and test what changed, edits as ``+added`` / ``-removed`` items, and
+where each entry is written. Test names are never cut: they wrap.
 """
 
 from __future__ import annotations
@@ -12,46 +15,82 @@ import json
 from dataclasses import asdict
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from testcurator.config.review import FileChange, ReviewReport, TestChange
 
 FORMATS = ("terminal", "markdown", "html", "json")
+KIND_MARK = {"added": "+", "removed": "-", "changed": "~"}
+LOST, STALE = "✖", "⚠"
+LEGEND = (f"+ added, - removed, ~ changed test; {LOST} loses mandatory_success; "
+          f"{STALE} mode changed but its reason did not; edits: +item added, -item removed")
+LIST_LIMIT = 20
 
 
-def _arrow(t: TestChange) -> str:
+def arrow(t: TestChange) -> str:
     old = t.old_mode or f"unlisted ({t.old_effective})"
     new = t.new_mode or f"unlisted ({t.new_effective})"
     return old if old == new else f"{old} → {new}"
 
 
-def _what(t: TestChange) -> str:
+def what(t: TestChange) -> str:
     return t.kind if t.kind != "changed" else "changed: " + ", ".join(t.aspects)
 
 
-def _reason(t: TestChange) -> str:
+def edit_parts(t: TestChange) -> list[str]:
+    """``+exclude dtype int64``, ``-exclude dtype bool``; unchanged edits without a sign."""
+    if t.kind == "removed":
+        return []
+    if t.edits_added or t.edits_removed:
+        return [f"+{e}" for e in t.edits_added] + [f"-{e}" for e in t.edits_removed]
+    return [t.new_edits] if t.new_edits else []
+
+
+def reason(t: TestChange) -> str:
     if t.kind == "removed":
         return t.old_reason or ""
+    if t.stale_reason:
+        return f"{STALE} unchanged although the mode changed: {t.new_reason}"
     if "reason" in t.aspects:
         return f"{t.new_reason or '(none)'} (was: {t.old_reason or '(none)'})"
     return t.new_reason or ""
 
 
-def _edits(t: TestChange) -> str:
-    if t.old_edits == t.new_edits:
-        return t.new_edits or ""
-    return f"{t.old_edits or '(none)'} → {t.new_edits or '(none)'}"
+def marks(t: TestChange) -> str:
+    return (LOST if t.lost_mandatory else "") + (STALE if t.stale_reason else "")
 
 
-def _evidence(t: TestChange) -> str:
-    return " / ".join(x for x in (f"old {t.old_where}" if t.old_where else "", f"new {t.new_where}" if t.new_where else "") if x)
+def evidence(t: TestChange) -> str:
+    return " / ".join(x for x in (f"new {t.new_where}" if t.new_where else "", f"old {t.old_where}" if t.old_where else "") if x)
+
+
+def headline(report: ReviewReport) -> str:
+    """The ten-second summary."""
+    s = report.summary
+    lost = f"{s.mandatory_lost} of {s.mandatory_before} mandatory_success test(s) lose that mode"
+    stale = f"; {s.stale_reasons} mode change(s) under an unchanged reason" if s.stale_reasons else ""
+    return (f"{lost}{stale}; {s.added} added, {s.removed} removed, {s.changed} changed test(s) "
+            f"in {len(report.files)} file(s)")
 
 
 def summary_lines(report: ReviewReport) -> list[str]:
-    s = report.summary
-    return [f"{s.added} added, {s.removed} removed, {s.changed} changed test(s) in {len(report.files)} file(s); "
-            f"mandatory_success lost {s.mandatory_lost} of {s.mandatory_before}"]
+    return [headline(report)]
+
+
+def lost_list(report: ReviewReport, limit: int = LIST_LIMIT) -> list[str]:
+    names = list(report.summary.lost_tests)
+    return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
+
+
+def stale_list(report: ReviewReport, limit: int = LIST_LIMIT) -> list[str]:
+    names = [f"{f.raw_path}::{t.name}" for f in report.files for t in f.tests if t.stale_reason]
+    return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
+
+
+def file_heading(f: FileChange) -> str:
+    extra = f" (unlisted_test_mode {f.old_unlisted} → {f.new_unlisted})" if f.old_unlisted != f.new_unlisted else ""
+    return f"{f.raw_path}: {f.kind}{extra}"
 
 
 # --- markdown -------------------------------------------------------------------------------
@@ -59,28 +98,34 @@ def _md(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", "<br>")
 
 
-def _file_heading(f: FileChange) -> str:
-    extra = f" (unlisted_test_mode {f.old_unlisted} → {f.new_unlisted})" if f.old_unlisted != f.new_unlisted else ""
-    return f"`{f.raw_path}`: {f.kind}{extra}"
-
-
 def to_markdown(report: ReviewReport) -> str:
     s = report.summary
-    out = [f"## testcurator config review: `{report.old_label}` → `{report.new_label}`", "", *summary_lines(report), ""]
+    out = [f"## testcurator config review: `{report.old_label}` → `{report.new_label}`", "",
+           f"**{_md(headline(report))}**", ""]
+    if s.lost_tests:
+        out += [f"> {LOST} **mandatory_success lost ({s.mandatory_lost})**: "
+                + ", ".join(f"`{_md(n)}`" if not n.startswith("...") else n for n in lost_list(report)), ">"]
+    if s.stale_reasons:
+        out += [f"> {STALE} **mode changed, reason did not ({s.stale_reasons})**: "
+                + ", ".join(f"`{_md(n)}`" if not n.startswith("...") else n for n in stale_list(report)), ">"]
+    if out[-1] == ">":
+        out[-1] = ""
+    out += [f"<sub>Legend: {_md(LEGEND)}</sub>", ""]
     out += ["| mode | old | new | Δ |", "|---|---:|---:|---:|"]
     out += [f"| {m} | {s.old_counts[m]} | {s.new_counts[m]} | {s.new_counts[m] - s.old_counts[m]:+d} |" for m in s.old_counts]
     if s.transitions:
         out += ["", "**Transitions**", ""] + [f"- {k}: {v}" for k, v in s.transitions.items()]
     if report.global_changes:
         out += ["", "**Global**", ""] + [f"- {_md(c)}" for c in report.global_changes]
-    out += [f"\n> ⚠ {_md(n)}" for n in report.notes]
+    out += [f"\n> {STALE} {_md(n)}" for n in report.notes]
     for f in report.files:
-        out += ["", f"### {_file_heading(f)}", ""]
+        out += ["", f"### `{_md(f.raw_path)}`: {_md(file_heading(f).split(': ', 1)[1])}", ""]
         out += [f"- capability {_md(c)}" for c in f.capabilities]
         if f.tests:
             out += ["<details open><summary>" + f"{len(f.tests)} test(s)</summary>", "",
-                    "| test | change | mode | edits | reason | evidence |", "|---|---|---|---|---|---|"]
-            out += [f"| `{t.name}` | {_what(t)} | {_arrow(t)} | {_md(_edits(t))} | {_md(_reason(t))} | {_evidence(t)} |"
+                    "| | test | change | mode | edits | reason | config |", "|---|---|---|---|---|---|---|"]
+            out += [f"| {KIND_MARK[t.kind]}{marks(t)} | `{t.name}` | {what(t)} | {_md(arrow(t))} | "
+                    f"{'<br>'.join(f'`{_md(e)}`' for e in edit_parts(t))} | {_md(reason(t))} | {_md(evidence(t))} |"
                     for t in f.tests]
             out += ["", "</details>"]
     if report.empty:
@@ -88,73 +133,61 @@ def to_markdown(report: ReviewReport) -> str:
     return "\n".join(out) + "\n"
 
 
-# --- html -----------------------------------------------------------------------------------
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1f2328}
-h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}code{font:12px ui-monospace,monospace}
-table{border-collapse:collapse;margin:.5em 0;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;
-text-align:left;vertical-align:top}th{background:#f6f8fa}td.n{text-align:right}
-tr.added td:first-child{border-left:4px solid #1a7f37}tr.removed td:first-child{border-left:4px solid #cf222e}
-tr.changed td:first-child{border-left:4px solid #9a6700}.note{background:#fff8c5;padding:6px 10px}
-#filter{margin:1em 0;padding:4px;width:24em}"""
-_JS = """function f(){var q=document.getElementById('filter').value.toLowerCase();
-document.querySelectorAll('tr.t').forEach(function(r){r.style.display=r.textContent.toLowerCase().indexOf(q)<0?'none':''})}"""
-
-
-def _e(text: str | None) -> str:
-    return html.escape(text or "", quote=True)
-
-
-def to_html(report: ReviewReport) -> str:
-    s = report.summary
-    title = f"testcurator config review: {report.old_label} → {report.new_label}"
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-           f"<style>{_CSS}</style><script>{_JS}</script></head><body>", f"<h1>{_e(title)}</h1>",
-           f"<p>{_e(summary_lines(report)[0])}</p>", "<table><tr><th>mode</th><th>old</th><th>new</th><th>Δ</th></tr>"]
-    out += [f'<tr><td>{m}</td><td class="n">{s.old_counts[m]}</td><td class="n">{s.new_counts[m]}</td>'
-            f'<td class="n">{s.new_counts[m] - s.old_counts[m]:+d}</td></tr>' for m in s.old_counts]
-    out.append("</table>")
-    if s.transitions:
-        out.append("<h2>Transitions</h2><ul>" + "".join(f"<li>{_e(k)}: {v}</li>" for k, v in s.transitions.items()) + "</ul>")
-    if report.global_changes:
-        out.append("<h2>Global</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in report.global_changes) + "</ul>")
-    out += [f'<p class="note">{_e(n)}</p>' for n in report.notes]
-    out.append('<input id="filter" placeholder="filter tests (name, mode, reason)" oninput="f()">')
-    for f in report.files:
-        out.append(f"<h2><code>{_e(f.raw_path)}</code>: {_e(_file_heading(f).split(': ', 1)[1])}</h2>")
-        out += [f"<p>capability {_e(c)}</p>" for c in f.capabilities]
-        if f.tests:
-            out.append("<table><tr><th>test</th><th>change</th><th>mode</th><th>edits</th><th>reason</th><th>evidence</th></tr>")
-            out += [f'<tr class="t {t.kind}"><td><code>{_e(t.name)}</code></td><td>{_e(_what(t))}</td><td>{_e(_arrow(t))}</td>'
-                    f"<td>{_e(_edits(t))}</td><td>{_e(_reason(t))}</td><td>{_e(_evidence(t))}</td></tr>" for t in f.tests]
-            out.append("</table>")
-    if report.empty:
-        out.append("<p>No changes.</p>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
-
-
-# --- json and terminal ----------------------------------------------------------------------
-def to_json(report: ReviewReport) -> str:
-    return json.dumps(asdict(report), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
+# --- terminal -------------------------------------------------------------------------------
 def render_terminal(report: ReviewReport, console: Console) -> None:
+    """One block per test, values in a hanging-indent column: a long name wraps there, whole
+    (no table column that cuts or squeezes it on a narrow terminal)."""
     s = report.summary
-    console.print(f"[bold]config review[/bold] {escape(report.old_label)} → {escape(report.new_label)}", highlight=False)
-    console.print(summary_lines(report)[0], highlight=False, markup=False)
-    counts = Table("mode", "old", "new", "Δ", title="listed tests by mode")
+    console.print(Text.assemble(("config review ", "bold"), f"{report.old_label} → {report.new_label}"))
+    console.print(Text(headline(report), style="bold red" if s.mandatory_lost else "bold"))
+    for mark, title, names, style in ((LOST, f"mandatory_success lost ({s.mandatory_lost})", lost_list(report), "red"),
+                                      (STALE, f"mode changed, reason did not ({s.stale_reasons})", stale_list(report),
+                                       "yellow")):
+        if names:
+            console.print(_grid([(mark, Text(title, style=f"bold {style}"))] + [("", Text(n, style=style)) for n in names]))
+    console.print(_grid([("", Text(f"legend: {LEGEND}", style="dim"))]))
+    counts = Table("mode", "old", "new", "Δ", title="listed tests by mode", title_justify="left")
     for m in s.old_counts:
         counts.add_row(m, str(s.old_counts[m]), str(s.new_counts[m]), f"{s.new_counts[m] - s.old_counts[m]:+d}")
     console.print(counts)
     for line in [*(f"transition {k}: {v}" for k, v in s.transitions.items()), *report.global_changes, *report.notes]:
-        console.print(line, highlight=False, markup=False)
+        console.print(Text(line))
     for f in report.files:
-        table = Table("test", "change", "mode", "edits", "reason", "evidence", title=escape(_file_heading(f)), title_justify="left")
-        for t in f.tests:
-            table.add_row(*(escape(x) for x in (t.name, _what(t), _arrow(t), _edits(t), _reason(t), _evidence(t))))
+        console.print()
+        console.print(Text(file_heading(f), style="bold"))
         for c in f.capabilities:
-            console.print(f"{f.raw_path}: capability {c}", highlight=False, markup=False)
-        console.print(table)
+            console.print(Text(f"  capability {c}"))
+        for t in f.tests:
+            console.print(_test_grid(t))
+
+
+def _grid(rows: list[tuple[str, Text]], label_width: int = 0) -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=2, no_wrap=True)
+    grid.add_column(overflow="fold")
+    for mark, value in rows:
+        grid.add_row(Text(mark), value)
+    return grid
+
+
+def _test_grid(t: TestChange) -> Table:
+    style = "bold red" if t.lost_mandatory else {"added": "green", "removed": "red"}.get(t.kind, "")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=3, no_wrap=True)
+    grid.add_column(width=6, no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(f" {KIND_MARK[t.kind]}", style), Text("test", "dim"),
+                 Text.assemble((t.name, style or "bold"), "  ", arrow(t), (f"  {marks(t)}" if marks(t) else "", "bold red")))
+    rows = [("change", what(t)), ("edits", "  ".join(edit_parts(t))), ("reason", reason(t)), ("config", evidence(t))]
+    for label, value in rows:
+        if value:
+            grid.add_row("", Text(label, "dim"), Text(value, "yellow" if label == "reason" and t.stale_reason else ""))
+    return grid
+
+
+# --- json and dispatch ----------------------------------------------------------------------
+def to_json(report: ReviewReport) -> str:
+    return json.dumps(asdict(report), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def render(report: ReviewReport, fmt: str, *, width: int = 160) -> str:
@@ -162,6 +195,8 @@ def render(report: ReviewReport, fmt: str, *, width: int = 160) -> str:
     if fmt == "markdown":
         return to_markdown(report)
     if fmt == "html":
+        from testcurator.config.review_html import to_html
+
         return to_html(report)
     if fmt == "json":
         return to_json(report)

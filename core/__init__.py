@@ -1,10 +1,15 @@
 """testcurator: curate PyTorch's upstream test suite for out-of-tree backends.
 
-The package is assembled from the repository's top-level folders (see pyproject.toml):
-``testcurator.config`` (the YAML config, the artifact of record), ``testcurator.plugin``
-(the pytest plugin that applies it), ``testcurator.cli`` (the ``testcurator`` command),
-``testcurator.memory``, ``testcurator.agents``, ``testcurator.pipelines``,
-``testcurator.runner`` and ``testcurator.prompts``.
+The package is assembled from the repository's top-level folders (see pyproject.toml).
+This folder (``core/``) holds the modules every layer may use and that import nothing else
+of testcurator: ``errors`` (one base exception, exit codes), ``files`` (atomic writes),
+``names`` (instantiated name -> device-generic identity) and ``vocab`` (modes, outcomes,
+failure classes, the test key, op names).
+
+The layers, lowest first; a package imports only from the layers below it (checked by
+import-linter, pyproject.toml ``[tool.importlinter]``): core -> ``config`` (``prompts``
+beside it) -> ``plugin`` -> ``runner`` -> ``memory`` -> ``agents`` -> ``pipelines`` ->
+``cli``.
 """
 
 from __future__ import annotations

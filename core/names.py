@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from testcurator.vocab import join_name, split_name
+
 # ``Class::test`` for methods; a bare ``test_func`` for module-level pytest functions.
 GENERIC_NAME_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*$")
 KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "privateuse1")
@@ -43,7 +45,7 @@ class TestIdentity:
     @property
     def generic(self) -> str:
         """``Class::test``; a module-level function (no class) is named by itself."""
-        return f"{self.cls}::{self.test}" if self.cls else self.test
+        return join_name(self.cls, self.test)
 
     @property
     def op_formatted(self) -> str | None:
@@ -213,8 +215,8 @@ def dtype_parts(tail: str) -> list[str]:
 def _longest_known(gcls: str, rest: str, known_tests: Collection[str]) -> str | None:
     best = None
     for known in known_tests:
-        kcls, _, ktest = known.partition("::")
-        if kcls != gcls:
+        kcls, ktest = split_name(known)
+        if not kcls or kcls != gcls:  # a module-level function has no op suffix to split off
             continue
         if rest == ktest or rest.startswith(ktest + "_"):
             if best is None or len(ktest) > len(best):
@@ -227,14 +229,38 @@ def is_generic_name(name: str) -> bool:
     return bool(GENERIC_NAME_RE.match(name))
 
 
-def instantiated_hint(name: str) -> str | None:
+def instantiated_hint(
+    name: str, *, known_tests: Collection[str] = (), variant_names: Collection[str] = ()
+) -> str | None:
     """If ``name`` looks like an instantiated name (``TestFooCPU::test_bar_cpu_float32``),
-    the generic name it most likely stands for; else None."""
-    cls, sep, test = name.partition("::")
-    if not sep:
+    the generic name it most likely stands for; else None.
+
+    Device and dtype suffixes come off by themselves; what lies between the test and the
+    device (an OpInfo, a ModuleInfo, ``@parametrize`` values) needs knowledge:
+    ``known_tests`` (generic ``Class::test`` names defined upstream: the longest one that
+    prefixes the name wins, the exact answer) or else ``variant_names`` (OpInfo/ModuleInfo
+    names as formatted in test names, ``nn_functional_relu``: the longest that ends the
+    name is cut off). Without either, only the suffixes are stripped.
+    """
+    cls, test = split_name(name)
+    if not cls:
         return None
     gcls, device = split_device_class(cls)
     if device is None:
         return None
     gtest, _ = _strip_device_dtype(test, device)
-    return f"{gcls}::{gtest}" if gtest != test else None
+    if gtest == test:
+        return None
+    if known_tests:
+        base = _longest_known(gcls, gtest, known_tests)
+        if base is not None:
+            return join_name(gcls, base)
+    # @modules tests of modules that differ in training carry _train_mode/_eval_mode last.
+    stem = next((gtest[: -len(m)] for m in _MODE_SUFFIXES if gtest.endswith(m)), gtest)
+    for variant in sorted(variant_names, key=len, reverse=True):
+        if stem.endswith("_" + variant) and len(stem) - len(variant) - 1 > len("test"):
+            return join_name(gcls, stem[: -len(variant) - 1])
+    return join_name(gcls, gtest)
+
+
+_MODE_SUFFIXES = ("_train_mode", "_eval_mode")

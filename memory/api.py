@@ -1,6 +1,7 @@
 """The Python API agents use to read memory; the ``memory`` CLI is a thin layer over it.
 
-    from testcurator.memory.api import Memory, build
+    from testcurator.memory.api import Memory
+    from testcurator.memory.builder import build
     build("/src/pytorch", state_dir=".testcurator")          # or: testcurator memory build
     with Memory.open(".testcurator") as mem:
         mem.test("TestViewOps::test_contiguous_self")         # -> [StoredTest, ...]
@@ -20,13 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.errors import BadInputError, MemoryStoreError
-from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore, StoredTest
 from testcurator.names import KNOWN_DEVICES
-
-__all__ = ["BuildStats", "Hit", "Memory", "StoredTest", "build"]
-
+from testcurator.vocab import TestKey
 
 @dataclass(frozen=True)
 class Hit:
@@ -74,9 +72,9 @@ class Memory:
 
     def test(self, name: str) -> list[StoredTest]:
         """Tests named ``Class::test``, ``path::Class::test``, ``path::test`` or ``test``."""
-        head, sep, rest = name.partition("::")
-        if sep and (head.endswith(".py") or "::" in rest):
-            return self.store.tests("t.path = ? AND t.generic = ?", (self._rel(head), rest))
+        key = TestKey.parse(name)
+        if key.test and (key.file.endswith(".py") or key.cls):
+            return self.store.tests("t.path = ? AND t.generic = ?", (self._rel(key.file), key.name))
         return self.store.tests("t.generic = ?", (name,))
 
     def require_test(self, name: str) -> list[StoredTest]:
@@ -85,7 +83,8 @@ class Memory:
         if found:
             return found
         known = sorted({t.generic for t in self.tests()})
-        close = difflib.get_close_matches(name.split(".py::")[-1], known, n=3)
+        key = TestKey.parse(name)
+        close = difflib.get_close_matches(key.name if key.file.endswith(".py") else name, known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInputError(f"no test named {name!r} in memory at {self.state_dir}{hint}")
 
@@ -139,6 +138,10 @@ class Memory:
         embedding cache is rebuilt (vectors are keyed by content hash).
         """
         self.store.set_summary(content_hash, text, author)
+
+    def drop_summaries(self, content_hashes: Iterable[str]) -> int:
+        """Forget summaries written through :meth:`set_summary` (the offline one shows again)."""
+        return self.store.drop_summaries(content_hashes)
 
     def _rel(self, path: Path | str) -> str:
         p = Path(path)

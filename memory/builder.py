@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from testcurator.errors import BadInputError, MissingPathError
-from testcurator.memory.index import FileIndex, TestRecord, make_parser, parse_source
+from testcurator.memory.collect import FileIndex, IndexedTest
+from testcurator.memory.index import make_parser, parse_source
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore
 from testcurator.memory.summaries import offline_summary
@@ -109,7 +110,7 @@ def index_bytes(data: bytes, rel: str, parser: Any = None) -> FileIndex:
     return parse_source(data, rel, parser)
 
 
-_Item = tuple[FileState, Optional[FileIndex], list[tuple[TestRecord, str]]]
+_Item = tuple[FileState, Optional[FileIndex], list[tuple[IndexedTest, str]]]
 _Job = tuple[str, bytes]  # (relative path, content) to index
 
 

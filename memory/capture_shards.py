@@ -14,14 +14,12 @@ a code other than 0/1/5 failed as infrastructure, and is retried by the executor
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
-from testcurator.memory.static import QUIET_PLUGINS, reference_env
+from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
@@ -54,19 +52,16 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         shutil.rmtree(job.work)  # a retried shard starts over
     job.work.mkdir(parents=True)
     part, events = job.work / "captured.jsonl", job.work / "events.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "-q", *QUIET_PLUGINS, f"--curate-capture-ops={part}",
-           f"--curate-timeout={job.timeout}", f"--curate-events={events}"]
+    cmd = pytest_argv("-q", f"--curate-capture-ops={part}", f"--curate-timeout={job.timeout}", f"--curate-events={events}")
     if job.workers > 1:
         cmd += ["-n", str(job.workers)]
     if job.shard is not None:
         write_test_durations(job.work / "durations.json", job.durations)
         cmd += [f"--curate-shard={job.shard}", f"--curate-durations={job.work / 'durations.json'}"]
-    with (job.work / "capture.log").open("w", encoding="utf-8") as log:
-        proc = subprocess.run([*cmd, *job.files], cwd=job.torch_root, stdout=log, stderr=subprocess.STDOUT,
-                              env=reference_env(), check=False)
+    returncode = run_logged([*cmd, *job.files], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
     parts = sorted(job.work.glob(part.name + "*"))
-    if not parts and proc.returncode not in (0, 1, 5):
-        raise ExecutionError(f"op capture {job.shard or ''} wrote nothing (pytest exit {proc.returncode}); "
+    if not parts and returncode not in (0, 1, 5):
+        raise ExecutionError(f"op capture {job.shard or ''} wrote nothing (pytest exit {returncode}); "
                              f"see {job.work / 'capture.log'}")
     fold = EventFold()
     for source, event in EventTail(events).poll():

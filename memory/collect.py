@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 
+from testcurator.vocab import join_name
+
 # Bases (by last dotted part) that make a class a unittest TestCase for pytest.
 _TESTCASE_BASE_RE = re.compile(r"(TestCase|TestBase|Test)$")
 
@@ -68,8 +70,9 @@ class Instantiation:
 
 
 @dataclass(frozen=True)
-class TestRecord:
-    """One collected generic test: ``Class::test`` (or bare ``test`` at module level)."""
+class IndexedTest:
+    """One generic test of a file's static index: ``Class::test`` (or bare ``test`` at
+    module level), as pytest would collect it."""
 
     __test__ = False
 
@@ -81,7 +84,7 @@ class TestRecord:
 
     @property
     def generic(self) -> str:
-        return f"{self.cls}::{self.fn.name}" if self.cls else self.fn.name
+        return join_name(self.cls or "", self.fn.name)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class FileIndex:
     module_tests: tuple[TestFunction, ...] = ()
     instantiations: tuple[Instantiation, ...] = ()
     deleted: frozenset[str] = frozenset()
-    tests: tuple[TestRecord, ...] = ()
+    tests: tuple[IndexedTest, ...] = ()
     error: str | None = None  # set when the file could not be indexed (then no tests)
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
@@ -134,7 +137,7 @@ def collect_tests(index: FileIndex) -> FileIndex:
     kinds: dict[str, set[str]] = {}
     for inst in index.instantiations:
         kinds.setdefault(inst.cls, set()).add(inst.kind)
-    records: list[TestRecord] = []
+    records: list[IndexedTest] = []
     for cls in index.classes:
         mro = _mro(cls.name, classes)
         device = "device" in kinds.get(cls.name, ())
@@ -149,11 +152,11 @@ def collect_tests(index: FileIndex) -> FileIndex:
             # expanded ones, so what counts is where the test is defined.
             own_device = device and fn.defined_in == cls.name
             param = own_device or "parametrized" in kinds.get(fn.defined_in or "", ())
-            records.append(TestRecord(cls.name, fn, own_device, param,
+            records.append(IndexedTest(cls.name, fn, own_device, param,
                                       estimate_instances(fn.decorators, own_device, param)))
     for fn in index.module_tests:
         pytest_param = any(d.name.endswith("mark.parametrize") for d in fn.decorators)
-        records.append(TestRecord(None, fn, False, pytest_param,
+        records.append(IndexedTest(None, fn, False, pytest_param,
                                   estimate_instances(fn.decorators, False, pytest_param)))
     return replace(index, tests=tuple(records))
 

@@ -28,16 +28,7 @@ from functools import lru_cache
 
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
-# The data model and the collection step live in memory/collect.py; re-exported here, where
-# callers have always imported them.
-from testcurator.memory.collect import (
-    ClassInfo, Decorator, FileIndex, Instantiation, TestFunction, TestRecord, collect_tests, estimate_instances,
-)
-
-__all__ = [
-    "ClassInfo", "Decorator", "FileIndex", "Instantiation", "TestFunction", "TestRecord", "collect_tests",
-    "compile_error", "content_hash", "estimate_instances", "make_parser", "parse_source",
-]
+from testcurator.memory.collect import ClassInfo, Decorator, FileIndex, Instantiation, TestFunction, collect_tests
 
 _DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 _INSTANTIATORS = {"instantiate_device_type_tests": "device", "instantiate_parametrized_tests": "parametrized"}

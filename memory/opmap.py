@@ -6,7 +6,7 @@ Two sources feed it, kept side by side per node id:
 - ``static``: at collection, before any execution, an ``@ops`` test's OpInfo names its op
   and the aten op behind it (``add`` -> ``aten::add``).
 
-Capture files are JSON lines (one :class:`OpRecord` per line). Under pytest-xdist each
+Capture files are JSON lines (one :class:`~testcurator.plugin.oprecord.OpRecord` per line). Under pytest-xdist each
 worker writes its own part ``FILE.gw0``, ``FILE.gw1``...; :meth:`OpMap.ingest` given
 ``FILE`` reads it and every part beside it. Re-ingesting replaces the records of the same
 node id and source, so ingesting twice changes nothing.
@@ -16,19 +16,17 @@ This module needs no torch: queries stay fast from the CLI.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import warnings
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from testcurator.errors import BadInputError, Location, MemoryStoreError, MissingPathError
+from testcurator.errors import BadInputError, MemoryStoreError, MissingPathError
+from testcurator.plugin.oprecord import SOURCES, OpRecord, capture_parts, read_records
+from testcurator.vocab import TestKey, normalize_op, op_base
 
 SCHEMA_VERSION = 1
 OPS_DB = "ops.sqlite"
-SOURCES = ("captured", "static")
 
 # Idempotent and one transaction: two processes creating the same fresh file both succeed,
 # and a crash never leaves tables without a version row.
@@ -51,61 +49,8 @@ COMMIT;
 """
 
 
-def normalize_op(name: str) -> str:
-    """``aten.add.Tensor`` / ``aten::add.Tensor`` -> ``aten::add.Tensor``; ``.default`` dropped.
-
-    ``.default`` is dropped because the dispatcher names a default overload without it
-    (``aten::relu``), and that is the spelling users see in backend error messages.
-    """
-    text = name.strip()
-    if "::" not in text and "." in text:
-        namespace, rest = text.split(".", 1)
-        text = f"{namespace}::{rest}"
-    return text[: -len(".default")] if text.endswith(".default") else text
-
-
-def op_base(name: str) -> str:
-    """``aten::add.Tensor`` -> ``aten::add`` (the op packet, every overload)."""
-    namespace, _, rest = normalize_op(name).partition("::")
-    return f"{namespace}::{rest.split('.', 1)[0]}"
-
-
 def normalize_dtype(dtype: str) -> str:
     return dtype.strip().removeprefix("torch.")
-
-
-@dataclass(frozen=True)
-class OpRecord:
-    """One line of a capture file: one instantiated test and the ops it uses."""
-
-    node_id: str
-    generic: str
-    source: str
-    device: str | None = None
-    dtype: str | None = None
-    op: str | None = None
-    module: str | None = None
-    aten: tuple[str, ...] = ()
-    outcome: str | None = None
-    error: str | None = None
-
-    def to_json(self) -> str:
-        return json.dumps({**asdict(self), "aten": list(self.aten)}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, data: Any, where: Location) -> OpRecord:
-        if not isinstance(data, dict):
-            raise BadInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        missing = [k for k in ("node_id", "generic", "source") if not data.get(k)]
-        if missing:
-            raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
-        if data["source"] not in SOURCES:
-            raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
-        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "aten"}
-        aten = data.get("aten") or []
-        if not isinstance(aten, list) or not all(isinstance(a, str) for a in aten):
-            raise BadInputError(f"{where}: aten must be a list of op names")
-        return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})))
 
 
 @dataclass(frozen=True)
@@ -113,7 +58,7 @@ class OpHit:
     """One instantiated test that uses the op asked for."""
 
     generic: str
-    node_id: str
+    nodeid: str
     device: str | None
     dtype: str | None
     source: str
@@ -137,30 +82,6 @@ class IngestStats:
     captured: int
     static: int
     partial_lines: int
-
-
-def capture_parts(path: Path) -> list[Path]:
-    """``FILE`` and its xdist worker parts ``FILE.gw*`` that exist."""
-    parts = [path] if path.is_file() else []
-    return parts + sorted(p for p in path.parent.glob(f"{path.name}.gw*") if p.is_file())
-
-
-def read_records(path: Path) -> Iterator[OpRecord | None]:
-    """Records of one file; ``None`` for a truncated last line (a run killed mid-write)."""
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = Location(str(path), lineno)
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if not line.endswith("\n"):
-                    warnings.warn(f"{where}: ignoring a truncated last line", RuntimeWarning, stacklevel=2)
-                    yield None
-                    continue
-                raise BadInputError(f"{where}: not valid JSON ({exc.msg})") from None
-            yield OpRecord.from_json(data, where)
 
 
 class OpMap:
@@ -231,7 +152,7 @@ class OpMap:
     def ingest_static(self, records: Iterable[OpRecord]) -> int:
         """Store static records (from collection); returns how many."""
         items = list(records)
-        bad = [r.node_id for r in items if r.source != "static"]
+        bad = [r.nodeid for r in items if r.source != "static"]
         if bad:
             raise BadInputError(f"ingest_static got non-static records: {bad[:3]}")
         self._store(items)
@@ -241,7 +162,7 @@ class OpMap:
         with self.conn as conn:  # one transaction: nothing half-ingested
             for r in records:
                 old = conn.execute(
-                    "SELECT id FROM records WHERE node_id=? AND source=?", (r.node_id, r.source)
+                    "SELECT id FROM records WHERE node_id=? AND source=?", (r.nodeid, r.source)
                 ).fetchone()
                 if old is not None:
                     conn.execute("DELETE FROM record_ops WHERE record_id=?", old)
@@ -249,7 +170,7 @@ class OpMap:
                 cur = conn.execute(
                     "INSERT INTO records (node_id, source, generic, device, dtype, op, module,"
                     " outcome, error) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (r.node_id, r.source, r.generic, r.device, r.dtype, r.op, r.module,
+                    (r.nodeid, r.source, r.generic, r.device, r.dtype, r.op, r.module,
                      r.outcome, r.error),
                 )
                 conn.executemany(
@@ -308,8 +229,8 @@ class OpMap:
         rows = self.conn.execute(
             "SELECT DISTINCT node_id, device, dtype FROM records WHERE generic = ?", (generic,))
         out: dict[str, list[str]] = {}
-        for node_id, device, dtype in rows:
-            if path is None or node_id.split("::", 1)[0] == path:
+        for nodeid, device, dtype in rows:
+            if path is None or TestKey.parse(nodeid).file == path:
                 out.setdefault(device or "-", []).append(dtype or "-")
         return {device: sorted(dtypes) for device, dtypes in sorted(out.items())}
 

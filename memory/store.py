@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from testcurator.errors import MemoryStoreError
-from testcurator.memory.index import Decorator, FileIndex, TestRecord
+from testcurator.memory.collect import Decorator, FileIndex, IndexedTest
 
 SCHEMA_VERSION = 1
 HINT = "delete it or run `testcurator memory build --rebuild`"
@@ -140,7 +140,7 @@ class MemoryStore:
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     @_guarded
-    def replace_files(self, items: Iterable[tuple[FileState, FileIndex | None, list[tuple[TestRecord, str]]]]) -> None:
+    def replace_files(self, items: Iterable[tuple[FileState, FileIndex | None, list[tuple[IndexedTest, str]]]]) -> None:
         """Replace several files' rows in one transaction; index None means 'state only'."""
         with self._conn:
             for state, index, tests in items:
@@ -168,6 +168,13 @@ class MemoryStore:
                                (content_hash, text, author, time.time()))
 
     @_guarded
+    def drop_summaries(self, content_hashes: Iterable[str]) -> int:
+        """Forget written summaries: those hashes show their offline summary again."""
+        with self._conn:
+            cur = self._conn.executemany("DELETE FROM summaries WHERE content_hash = ?", [(h,) for h in content_hashes])
+        return cur.rowcount
+
+    @_guarded
     def prune_summaries(self) -> int:
         """Drop written summaries whose content hash no test has any more."""
         with self._conn:
@@ -179,7 +186,7 @@ class MemoryStore:
         for table in ("classes", "instantiations", "tests"):
             self._conn.execute(f"DELETE FROM {table} WHERE path = ?", (path,))
 
-    def _insert_index(self, path: str, index: FileIndex, tests: list[tuple[TestRecord, str]]) -> None:
+    def _insert_index(self, path: str, index: FileIndex, tests: list[tuple[IndexedTest, str]]) -> None:
         self._conn.executemany(
             "INSERT OR REPLACE INTO classes VALUES (?,?,?,?,?)",
             [(path, c.name, c.line, json.dumps(c.bases), _decos_json(c.decorators)) for c in index.classes])

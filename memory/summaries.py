@@ -3,8 +3,10 @@
 Built only from what the index saw: the test's name and class split into words, the
 docstring's first paragraph, what its decorators say (dtypes, ops, parametrisation,
 device restrictions, skips) and the torch symbols it calls. The same record always gives
-the same text, so a rebuild never churns embeddings. An LLM may later write a better
-summary through :meth:`testcurator.memory.api.Memory.set_summary`, keyed by content hash.
+the same text, so a rebuild never churns embeddings. When the LLM brain is on, the model
+writes the summary instead (agents/llm_summaries.py, through
+:meth:`testcurator.memory.api.Memory.set_summary`, keyed by content hash); :func:`reembed`
+then brings the embeddings up to the new texts.
 
 The summary is also the text that gets embedded: meaning first (name words, docstring),
 mechanics after, because the embedding model truncates long inputs.
@@ -13,8 +15,15 @@ mechanics after, because the embedding model truncates long inputs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from testcurator.memory.index import Decorator, TestRecord
+from testcurator.memory.collect import Decorator, IndexedTest
+
+if TYPE_CHECKING:
+    from testcurator.memory.embeddings import SyncStats
+    from testcurator.memory.store import MemoryStore
 
 MAX_CHARS = 600
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -65,7 +74,7 @@ def _decorator_phrase(deco: Decorator) -> str | None:
     return None
 
 
-def offline_summary(record: TestRecord, path: str) -> str:
+def offline_summary(record: IndexedTest, path: str) -> str:
     """A short deterministic description of ``record`` (defined in file ``path``)."""
     fn = record.fn
     head = f"{record.generic}: {words(fn.name)}"
@@ -88,3 +97,23 @@ def offline_summary(record: TestRecord, path: str) -> str:
         parts.append("Uses " + ", ".join(fn.methods[:8]) + ".")
     text = " ".join(parts)
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 3] + "..."
+
+
+def reembed(state_dir: Path, store: MemoryStore, changed: Iterable[str]) -> SyncStats:
+    """Bring the embeddings up to the summaries now in ``store``.
+
+    Vectors are keyed by content hash, so a hash whose summary text changed (an LLM wrote
+    it, or it went back to the offline one) keeps its old vector until it is dropped: drop
+    ``changed``, then sync (which embeds every hash without a vector).
+    """
+    from testcurator.memory.builder import embedding_texts
+    from testcurator.memory.embeddings import EmbeddingStore
+
+    embeddings = EmbeddingStore(state_dir)
+    try:
+        ids = sorted(set(changed))
+        if ids:
+            embeddings.collection.delete(ids=ids)
+        return embeddings.sync(embedding_texts(store))
+    finally:
+        embeddings.close()

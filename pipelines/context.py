@@ -1,13 +1,25 @@
-"""The frozen run context every node gets through LangGraph's runtime (never in state)."""
+"""The run context: everything one pipeline run depends on, in one frozen object.
+
+In the style of LangGraph's ``context.py`` templates: one keyword-only dataclass whose
+fields say what they are for. The CLI builds it (:meth:`RunContext.create`, which loads the
+backend profile, discovers the ops its source registers and makes the brain); the graph
+reads it through ``runtime.context`` and never puts it in the state, so a checkpoint holds
+no brain and no profile.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from testcurator.agents.brain import BackendContext, Brain
-from testcurator.config.profile import BackendProfile, backend_run_env
+from testcurator.agents.brain import BackendContext, Brain, BrainSettings, make_brain
+from testcurator.agents.decision import FileDecision
+from testcurator.config.profile import BackendProfile, load_profile
+from testcurator.errors import BadInputError, MissingPathError
+from testcurator.memory.stage import delta_files
+from testcurator.vocab import TestKey
 
 Say = Callable[[str], None]
 
@@ -16,31 +28,51 @@ def _quiet(message: str) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """Dependencies and thresholds of one pipeline run."""
+def _field(description: str, **kwargs: Any) -> Any:
+    return field(metadata={"description": description}, **kwargs)
 
-    torch_root: Path
-    profile: BackendProfile
-    profile_path: Path
-    out_dir: Path
-    state_dir: Path
-    brain: Brain
-    backend: BackendContext
-    execute: bool = True
-    capture_ops: bool = True
-    embed: bool = True
-    workers: int = 1
-    timeout: float = 300.0
-    retries: int = 1
-    # Where the heavy steps (CPU op capture, draft execution, verification) run, in how
-    # many shards (runner/executors.py, runner/shardrun.py).
-    executor: str = "local"
-    shards: int = 1
-    # Delta mode (testcurator upgrade): only these ``file::generic`` tests are bucketed, run,
-    # refined and emitted; every other entry of the configs is left as it is. None: all tests.
-    only_tests: frozenset[str] | None = None
-    say: Say = field(default=_quiet, compare=False)
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """Dependencies and settings of one pipeline run."""
+
+    torch_root: Path = _field("The upstream tree (holds test/), resolved.")
+    profile_path: Path = _field("The backend profile (backend.yaml), resolved.")
+    out_dir: Path = _field("Where configs/ and the report go, resolved.")
+    state_dir: Path = _field("Memory, caches, runs and checkpoints, resolved.")
+    profile: BackendProfile = _field("The loaded backend profile.")
+    backend: BackendContext = _field("What brains know of the backend: profile plus discovered ops.")
+    brain: Brain = _field("The brain every stage asks (offline or llm).")
+    execute: bool = _field("Run the draft on the device and refine from the results.", default=True)
+    resume: bool = _field("Continue the last run from its checkpoint.", default=False)
+    capture_ops: bool = _field("Run the kept tests once on CPU to map them to aten ops.", default=True)
+    embed: bool = _field("Per-test embeddings (similar tests as evidence).", default=True)
+    workers: int = _field("pytest-xdist workers for test runs.", default=1)
+    timeout: float = _field("Seconds before a hanging test is killed.", default=300.0)
+    retries: int = _field("Reruns of failing tests (flaky vs consistent).", default=1)
+    executor: str = _field("Where the heavy steps (CPU op capture, draft execution, verification) run: "
+                           "local or ray (runner/executors.py).", default="local")
+    shards: int = _field("How many shards each heavy step is split into (runner/shardrun.py).", default=1)
+    only_tests: frozenset[TestKey] | None = _field(
+        "Delta mode (testcurator upgrade): only these tests are bucketed, run, refined and emitted; "
+        "every other entry of the configs is left as it is. None: all tests.", default=None)
+    scope: tuple[FileDecision, ...] | None = _field(
+        "Scope decisions made before the graph (testcurator upgrade decides scope to compute its "
+        "delta); None: the scope node asks the brain.", default=None)
+    say: Say = _field("Where progress lines go.", default=_quiet, compare=False)
+
+    @classmethod
+    def create(cls, *, torch_root: Path, backend: Path, out_dir: Path, state_dir: Path, brain: str = "offline",
+               llm_base_url: str | None = None, llm_model: str | None = None, **settings: Any) -> RunContext:
+        """Load the profile, discover its ops, make the brain; ``settings`` are the fields
+        above with defaults (``execute``, ``workers``, ``say``...)."""
+        if not torch_root.is_dir():
+            raise MissingPathError(torch_root, "torch root")
+        profile, paths = load_profile(backend)
+        return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
+                   state_dir=state_dir.resolve(), profile=profile,
+                   brain=_brain(brain, state_dir, llm_base_url, llm_model),
+                   backend=_backend_context(profile, paths["source_paths"]), **settings)
 
     @property
     def configs_dir(self) -> Path:
@@ -52,19 +84,39 @@ class RunContext:
 
     def selected(self, rel: str, generic: str) -> bool:
         """Whether test ``rel::generic`` is (re-)evaluated by this run."""
-        return self.only_tests is None or f"{rel}::{generic}" in self.only_tests
+        return self.only_tests is None or TestKey.of(rel, generic) in self.only_tests
 
     def run_files(self, files: Sequence[str]) -> list[str]:
         """The kept files this run decides: all of them, or those holding a delta test."""
-        if self.only_tests is None:
-            return list(files)
-        touched = {key.split("::", 1)[0] for key in self.only_tests}
-        return [f for f in files if f in touched]
+        return list(files) if self.only_tests is None else delta_files(files, self.only_tests)
 
     @property
     def device(self) -> str:
         return self.profile.device.torch_name
 
-    def backend_env(self) -> Mapping[str, str]:
+    def backend_env(self) -> dict[str, str]:
         """Environment for test processes: the profile's python_path and env."""
-        return backend_run_env(self.profile, self.profile_path)
+        return self.profile.test_env(self.profile_path)
+
+
+def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendContext:
+    registered: frozenset[str] = frozenset()
+    has_fallback = False
+    if profile.discover_ops and sources:
+        from testcurator.memory.discover import discover_ops
+
+        found = discover_ops(sources, profile.device.torch_name)
+        registered, has_fallback = found.ops("aten"), found.has_fallback
+    return BackendContext.from_profile(profile, registered_ops=registered, has_fallback=has_fallback)
+
+
+def _brain(name: str, state_dir: Path, llm_base_url: str | None, llm_model: str | None) -> Brain:
+    llm = None
+    if name == "llm":
+        from testcurator.agents.llm_client import LLMSettings
+
+        llm = LLMSettings.from_env(base_url=llm_base_url, model=llm_model)
+        if llm is None:
+            raise BadInputError("--brain llm needs an endpoint: set OPENAI_BASE_URL (or --llm-base-url); "
+                                "testcurator never calls the public API by default")
+    return make_brain(name, BrainSettings(llm=llm, state_dir=state_dir))

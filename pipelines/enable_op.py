@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents.brain import op_key
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.loader import ResolvedEntry, ResolvedFile, load_config
 from testcurator.config.review import review_paths
@@ -41,6 +40,7 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.enable_op_exec import run_admitted
 from testcurator.pipelines.enable_op_global import add_supported_op
+from testcurator.vocab import TestKey, op_key
 
 HELD = ("skip", "xfail", "xfail_strict")
 _ATEN = re.compile(r"aten::([A-Za-z_][\w]*)")
@@ -60,7 +60,7 @@ class EnableOptions:
 
 @dataclass(frozen=True)
 class Admission:
-    key: str  # file::generic
+    key: str  # file::generic (a TestKey as text)
     kind: str  # ops_exclude | mode | supported_ops
     yaml: str  # config file holding the entry
     raw_path: str
@@ -98,7 +98,7 @@ def exercising(state_dir: Path, op: str) -> tuple[set[str], set[str]]:
         hits = [h for q in queries for h in opmap.tests_for(q)]
     finally:
         opmap.close()
-    key = lambda h: f"{h.node_id.split('::', 1)[0]}::{h.generic}"
+    key = lambda h: str(TestKey.of(TestKey.parse(h.nodeid).file, h.generic))
     return {key(h) for h in hits}, {key(h) for h in hits if h.op == op_key(op)}
 
 
@@ -152,15 +152,17 @@ def find_admissions(opts: EnableOptions, root: Path) -> EnableResult:
     loaded = load_config(opts.config, torch_root=root)
     for file in loaded.files:
         rel = _rel(file, root)
+        if rel is None:
+            continue  # a file outside the torch root: no test of it is in the op map
         declared = file.capabilities.supported_ops
         lacks = declared is not None and op_key(opts.op) not in {o.name for o in declared}
         for entry in file.entries:
             for name in entry.names:
-                key = f"{rel}::{name}"
+                key = str(TestKey.of(rel, name))
                 # Exercising OP: the op map says so, or the device's own failure named it (a CPU
                 # capture can miss an op the device decomposes into, e.g. layer_norm there).
                 named = _base(opts.op) in _ATEN.findall(entry.reason or "")
-                if rel is None or (key not in users and not named) or key in {a.key for a in result.admitted}:
+                if (key not in users and not named) or key in {a.key for a in result.admitted}:
                     continue
                 admission = _judge(opts.op, file, entry, name, key, result)
                 if admission is None and lacks and key in opinfo_users and entry.mode == "mandatory_success":

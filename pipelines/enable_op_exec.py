@@ -15,21 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testcurator.agents.brain import ExecutionRecord, op_key
+from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.refine import group_records
 from testcurator.config.editor import ConfigEditor, EntrySpec
-from testcurator.config.profile import BackendProfile, load_profile, backend_run_env
+from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
-from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
+from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
+from testcurator.vocab import TestKey, op_key
 
 if TYPE_CHECKING:
     from testcurator.pipelines.enable_op import Admission, EnableOptions, EnableResult
-
-QUIET = UNRELATED_PLUGINS_OFF
 
 
 def _exec_config(folder: Path, profile: BackendProfile, admitted: Sequence[Admission], op: str) -> Path:
@@ -40,7 +39,7 @@ def _exec_config(folder: Path, profile: BackendProfile, admitted: Sequence[Admis
     for adm in admitted:
         spec = adm.spec or adm.original
         if spec is not None:
-            by_raw[adm.raw_path].append(EntrySpec((adm.key.split("::", 1)[1],), "mandatory_success", None, spec.edits))
+            by_raw[adm.raw_path].append(EntrySpec((TestKey.parse(adm.key).name,), "mandatory_success", None, spec.edits))
     editor = ConfigEditor.new(folder / "admitted.yaml", global_=caps or None)
     for raw, specs in sorted(by_raw.items()):
         editor.update(raw, specs, unlisted_test_mode="skip")
@@ -59,7 +58,7 @@ def _verdict(adm: Admission, records: Sequence[ExecutionRecord], op: str) -> tup
 
 def _demoted(adm: Admission, rec: ExecutionRecord, op: str) -> EntrySpec:
     evidence = f"{rec.failure_class or 'failure'} (`{(rec.message or '').strip()[:160]}`)"
-    note = f"enable-op {op}: admitted, but {rec.variant.split('::')[-1]} failed on the device with {evidence}"
+    note = f"enable-op {op}: admitted, but {TestKey.parse(rec.variant).test} failed on the device with {evidence}"
     if adm.kind == "mode" and adm.spec is not None:
         return EntrySpec(adm.spec.names, "xfail_strict", f"{note}, so an unexpected pass will signal promotion. "
                          f"Before: {adm.original.reason if adm.original else ''}", adm.spec.edits)
@@ -82,12 +81,12 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     config = _exec_config(folder, profile, result.admitted, opts.op)
     spec = RunSpec(out_dir=folder / "exec", config=config, torch_root=root, device=profile.device.torch_name,
                    backend=profile.backend_module, timeout=opts.timeout, retries=1,
-                   env=tuple(sorted(backend_run_env(profile, opts.backend.resolve()).items())), extra_args=QUIET)
+                   env=tuple(sorted(profile.test_env(opts.backend.resolve()).items())), unrelated_plugins_off=True)
     execute(spec)
     executions = group_records(read_jsonl(folder / "exec" / "results.jsonl"), root)
     demote: dict[tuple[str, str], list[EntrySpec]] = defaultdict(list)
     for adm in result.admitted:
-        verdict, failed = _verdict(adm, executions.get(adm.key, []), opts.op)
+        verdict, failed = _verdict(adm, executions.get(TestKey.parse(adm.key), []), opts.op)
         result.executed[adm.key] = verdict
         if failed is not None:
             demote[(adm.yaml, adm.raw_path)].append(_demoted(adm, failed, opts.op))

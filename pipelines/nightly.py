@@ -10,9 +10,10 @@ wrote, so ``--resume`` (the SQLite checkpointer) finishes with the same configs 
 uninterrupted run.
 
 Delta mode (``RunContext.only_tests``, set by ``testcurator upgrade``): the memory stage
-captures only the delta's tests (pipelines/delta_memory.py), the fan-outs cover only the
+captures only the delta's tests (memory/stage.py), the fan-outs cover only the
 files holding one, bucket/refine ask only about them, emit touches only their entries, and
-verify is skipped (it would rerun the whole curated suite).
+verify is skipped (it would rerun the whole curated suite). Its scope decisions come in
+``RunContext.scope``: upgrade decides scope before the graph, to compute the delta.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.pipelines import steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.state import FileTask, NightlyState
@@ -40,10 +41,13 @@ def _store(state: NightlyState | FileTask) -> RunStore:
 def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("scope"):
-        decisions = store.read_scope()
-        if decisions is None:
+        decisions = store.read_scope()  # a resumed run keeps what it decided
+        if decisions is None and ctx.scope is not None:
+            decisions = list(ctx.scope)  # decided by the caller (upgrade), handed in the context
+            store.write_scope(decisions)
+        elif decisions is None:
             brain_ctx = BrainContext(ctx.backend, frozenset(), ctx.torch_root)
-            decisions = decide_scope(ctx.torch_root, ctx.brain, brain_ctx)
+            decisions = scope_tree(ctx.torch_root, ctx.brain, brain_ctx)
             store.write_scope(decisions)
         files = kept_files(ctx.torch_root, decisions)
     ctx.say(f"scope: kept {sum(d.keep for d in decisions)} of {len(decisions)} folders/files -> {len(files)} test files")
@@ -53,18 +57,37 @@ def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def memory(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("memory"):
-        if not store.has("memory.json") and ctx.delta:
-            from testcurator.pipelines.delta_memory import run_delta_memory_stage
-
-            store.write_json("memory.json", run_delta_memory_stage(ctx, store, state["files"]))
-        elif not store.has("memory.json"):
-            from testcurator.agents.memory_stage import run_memory_stage
-
-            store.write_json("memory.json", run_memory_stage(ctx, store, state["files"]))
+        if not store.has("memory.json"):
+            store.write_json("memory.json", _memory_stage(ctx, store, state["files"]))
     figures = store.read_json("memory.json")
     ctx.say(f"memory: {figures['tests']} tests in {figures['files']} files indexed"
             f"{' + ops captured on CPU' if figures['captured'] else ''}")
     return {}
+
+
+def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[str, Any]:
+    from testcurator.memory import stage
+
+    # A capture shard runs on CPU: it asks the executor for no device.
+    capture = stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers) if ctx.capture_ops else None
+    # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
+    where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}
+    if ctx.only_tests is not None:
+        figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, **where)
+    else:
+        figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
+    return figures | _summaries(ctx, files)
+
+
+def _summaries(ctx: RunContext, files: list[str]) -> dict[str, int]:
+    """LLM-written summaries when the brain writes them, else the offline ones; then the
+    embeddings of whichever is current."""
+    from testcurator.agents.llm_summaries import drop_llm_summaries, write_llm_summaries
+
+    if getattr(ctx.brain, "writes_summaries", False):
+        return write_llm_summaries(ctx.brain, ctx.state_dir, ctx.torch_root, files, embed=ctx.embed)
+    dropped = drop_llm_summaries(ctx.state_dir, embed=ctx.embed)
+    return {"llm_summaries_dropped": dropped} if dropped else {}
 
 
 def _fan_out(node: str, state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:

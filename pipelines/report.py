@@ -1,28 +1,49 @@
-"""The run report, as markdown (for a PR) and JSON (for machines), beside the configs."""
+"""The run report, as markdown (for a PR) and JSON (for machines), beside the configs.
+
+The markdown opens with what a person reads in ten seconds (the verdict, the counts, what
+is held back and why, the run's identity: torch version, upstream revision, date, command,
+exit code, total time) and puts the detail below: per file with a link to its config,
+skipped and xfailed tests grouped by reason with counts (as the configs decide them, and as
+the verification run saw them, per instance), scope, review items, stage times in pipeline
+order. The command and exit code are filled in by the CLI when it ends
+(:func:`finish_report`); a report whose command never ended says so.
+"""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping
+import os
+import re
+import subprocess
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
+from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
+from testcurator.runner.records import TestRecord, read_jsonl
 
 MODES = ("mandatory_success", "xfail", "xfail_strict", "skip")
+HELD_BACK = ("skip", "xfail", "xfail_strict")
+STAGE_ORDER = ("scope", "memory", "bucket", "refine", "emit", "verify", "report")
+EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
+# The plugin ends its reasons with the config entry they come from; grouped by what they say.
+_WHERE = re.compile(r"\s*\([^()]*\.ya?ml(?::\d+){0,2}\)$")
 
 
 def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the report says, as plain data."""
     stage = "refine" if state.get("executed") else "bucket"
+    files = list(state.get("files", []))
     per_file: dict[str, dict[str, int]] = {}
     review: list[dict[str, Any]] = []
     fallbacks: list[dict[str, Any]] = []  # LLM answers the rails rejected, decided offline
     brains: Counter[str] = Counter()
-    for rel in state.get("files", []):
+    for rel in files:
         decisions = store.read_decisions(stage, rel) or []
         per_file[rel] = {m: n for m, n in Counter(d.mode for d in decisions).items()}
         brains.update(d.brain for d in decisions)
@@ -30,45 +51,204 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
                    for d in decisions if d.needs_review]
         fallbacks += [{"file": rel, "test": d.test, "mode": d.mode, "reason": d.reason}
                       for d in decisions if "->" in d.brain]
-    per_file = _config_counts(ctx, state.get("files", [])) or per_file  # what the configs say, human edits included
+    configs = _config_entries(ctx, files)
+    if configs:  # what the configs say, human edits included
+        per_file = {rel: dict(Counter(mode for _, mode, _ in entries)) for rel, entries in configs.items()}
     totals: Counter[str] = Counter()
     for counts in per_file.values():
         totals.update(counts)
     scope = store.read_scope() or []
     scope_fallbacks = [{"file": d.path, "test": None, "mode": "keep" if d.keep else "drop", "reason": d.reason}
                        for d in scope if "->" in d.brain]
+    verify_records = _records(store.path("verify", "results.jsonl"))
     return {
         "backend": ctx.profile.name, "device": ctx.device, "torch_root": str(ctx.torch_root),
-        "decided_by": stage, "totals": {m: totals.get(m, 0) for m in MODES}, "per_file": per_file,
+        "run": run_identity(ctx.torch_root), "decided_by": stage, "totals": {m: totals.get(m, 0) for m in MODES},
+        "per_file": per_file, "configs": {rel: _config_link(ctx, rel) for rel in files},
+        "held_back": held_back(configs), "held_back_instances": instance_reasons(verify_records),
         "scope": [{"path": d.path, "keep": d.keep, "reason": d.reason} for d in scope],
-        "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains), "usage": ctx.brain.usage.as_dict(),
-        "timings_s": store.read_json("timings.json", {}), "memory": store.read_json("memory.json", {}),
-        "emit": store.read_json("emit.json", {}), "verify": store.read_json("verify.json"),
+        "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains),
+        "usage": ctx.brain.usage.as_dict(), "timings_s": ordered_timings(store.read_json("timings.json", {})),
+        "memory": store.read_json("memory.json", {}), "emit": store.read_json("emit.json", {}),
+        "verify": store.read_json("verify.json"),
+        **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
 
 
-def _config_counts(ctx: RunContext, files: Any) -> dict[str, dict[str, int]]:
-    """Modes per upstream file in the emitted configs (empty before any were written)."""
-    from testcurator.config.loader import load_config
-    from testcurator.pipelines.emit import config_path
+# --- what the run was ---------------------------------------------------------------------------
+def run_identity(torch_root: Path) -> dict[str, Any]:
+    """torch version, upstream revision, date; command and exit code come at the end."""
+    import torch
 
-    out: dict[str, dict[str, int]] = {}
+    return {"torch_version": str(torch.__version__), "upstream_revision": upstream_revision(torch_root),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": None, "exit_code": None}
+
+
+def upstream_revision(torch_root: Path) -> str:
+    """The upstream tree's git commit (``+dirty`` with local changes under it), else its version.txt."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(torch_root), *args], capture_output=True, text=True, timeout=60,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if head:
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+        top = git("rev-parse", "--show-toplevel")
+        where = "" if top is None or Path(top).resolve() == torch_root.resolve() else f" (of the repository at {top})"
+        return head + ("+dirty" if dirty else "") + where
+    version = torch_root / "version.txt"
+    if version.is_file():
+        return f"version.txt {version.read_text(encoding='utf-8').strip()} (not a git checkout)"
+    return "unknown (not a git checkout)"
+
+
+def ordered_timings(timings: Mapping[str, float]) -> dict[str, float]:
+    """Stage seconds in pipeline order (unknown stages after), then ``total``."""
+    keys = [k for k in STAGE_ORDER if k in timings] + sorted(k for k in timings if k not in STAGE_ORDER and k != "total")
+    out = {k: round(float(timings[k]), 3) for k in keys}
+    out["total"] = round(sum(out.values()), 3)
+    return out
+
+
+def exit_code(data: Mapping[str, Any]) -> int:
+    """0: the curated suite held (or was not run); 1: the verification run found a mandatory
+    failure (a strict unexpected pass fails as one)."""
+    verify = data.get("verify") or {}
+    return 1 if verify.get("mandatory_failures") else 0
+
+
+# --- what is held back, and why -----------------------------------------------------------------
+def _config_entries(ctx: RunContext, files: Iterable[str]) -> dict[str, list[tuple[str, str, str]]]:
+    """(test, mode, reason) of every named test in each file's emitted config."""
+    from testcurator.config.loader import load_config
+    from testcurator.config.layout import config_path
+
+    out: dict[str, list[tuple[str, str, str]]] = {}
     for rel in files:
         path = config_path(ctx.configs_dir, rel)
         if path.exists():
             loaded = load_config(path, torch_root=ctx.torch_root)
-            out[rel] = dict(Counter(e.mode for f in loaded.files for e in f.entries for _ in e.names))
+            out[rel] = [(name, e.mode, e.reason or "(no reason written)") for f in loaded.files for e in f.entries
+                        for name in e.names]
     return out
 
 
+def _config_link(ctx: RunContext, rel: str) -> str | None:
+    from testcurator.pipelines.emit import config_path
+
+    path = config_path(ctx.configs_dir, rel)
+    return os.path.relpath(path, ctx.out_dir) if path.exists() else None
+
+
+def held_back(configs: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str, list[dict[str, Any]]]:
+    """Per held-back mode, the reasons with their tests, the most common reason first."""
+    groups: dict[str, dict[str, list[str]]] = {m: defaultdict(list) for m in HELD_BACK}
+    for rel, entries in configs.items():
+        for test, mode, reason in entries:
+            if mode in groups:
+                groups[mode][reason].append(f"{rel}::{test}")
+    return {mode: _ranked(by_reason) for mode, by_reason in groups.items() if by_reason}
+
+
+def instance_reasons(records: Sequence[TestRecord]) -> dict[str, list[dict[str, Any]]]:
+    """Skipped and xfailed instances of the verification run, grouped by pytest's reason."""
+    groups: dict[str, dict[str, list[str]]] = {"skipped": defaultdict(list), "xfailed": defaultdict(list)}
+    for record in records:
+        if record.outcome in groups:
+            reason = _WHERE.sub("", outcome_reason(record)) or "(no reason given)"
+            groups[record.outcome][reason].append(record.nodeid)
+    return {outcome: _ranked(by_reason) for outcome, by_reason in groups.items() if by_reason}
+
+
+def outcome_reason(record: TestRecord) -> str:
+    """Why a test ended as it did, on one line: the classifier's evidence, else a skip's or
+    xfail's reason, else the first error line (``E   ...``) of pytest's report, else its last line."""
+    if record.evidence:
+        return record.evidence.strip().splitlines()[0]
+    text = record.failure_text if record.outcome != "passed" else None
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    if errors:
+        return errors[0]
+    if len(lines) > 1 and lines[0].startswith("self = <"):  # a traceback whose error line was cut
+        return lines[-1]
+    return lines[0].removeprefix("Skipped: ")
+
+
+def _ranked(by_reason: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    rows = [{"reason": reason, "count": len(tests), "tests": sorted(tests)} for reason, tests in by_reason.items()]
+    return sorted(rows, key=lambda r: (-r["count"], r["reason"]))
+
+
+def _records(path: Path) -> list[TestRecord]:
+    return read_jsonl(path) if path.is_file() else []
+
+
+# --- markdown -----------------------------------------------------------------------------------
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _summary(data: Mapping[str, Any]) -> list[str]:
+    totals, run, verify = data["totals"], data.get("run") or {}, data.get("verify")
+    code = run.get("exit_code")
+    verdict = ("the curated suite held" if code == 0 else "the curated suite did NOT hold" if code == 1
+               else f"exit code {code}" if code is not None else "the command has not finished")
+    if verify:
+        verdict += (f"; verification run: {', '.join(f'{k} {v}' for k, v in verify['outcomes'].items())}, "
+                    f"{len(verify['mandatory_failures'])} mandatory failure(s)")
+    held = {m: sum(g["count"] for g in data.get("held_back", {}).get(m, [])) for m in HELD_BACK}
+    top = [g for m in HELD_BACK for g in data.get("held_back", {}).get(m, [])[:1]]
+    lines = [f"**{verdict}**", "",
+             f"- {sum(totals.values())} tests decided ({data['decided_by']} stage): "
+             + ", ".join(f"{m} {totals[m]}" for m in MODES),
+             f"- held back: skip {held['skip']}, xfail {held['xfail']}, xfail_strict {held['xfail_strict']}"
+             + (f"; most common reason: {_cell(top[0]['reason'])} ({top[0]['count']})" if top else ""),
+             f"- needs review: {len(data['needs_review'])}; human edits contradicted by execution: "
+             f"{len((data.get('emit') or {}).get('conflicts', []))}"]
+    timings = data.get("timings_s") or {}
+    lines += ["", "| run | |", "|---|---|",
+              f"| torch | {run.get('torch_version', '?')} |",
+              f"| upstream | `{_cell(data['torch_root'])}` at {_cell(run.get('upstream_revision', '?'))} |",
+              f"| date | {run.get('date', '?')} |",
+              f"| command | `{_cell(run.get('command') or '(not recorded: the command did not finish)')}` |",
+              f"| exit code | {code if code is not None else '(not recorded)'} |",
+              f"| time | {timings.get('total', 0)} s |"]
+    return lines
+
+
+def _held_back_md(title: str, groups: Mapping[str, list[dict[str, Any]]], examples: int = EXAMPLES) -> list[str]:
+    lines = ["", f"## {title}", ""]
+    if not groups:
+        return lines + ["- none"]
+    for mode, rows in groups.items():
+        lines += [f"### {mode} ({sum(r['count'] for r in rows)} in {len(rows)} reason(s))", "", "| tests | reason | e.g. |",
+                  "|---:|---|---|"]
+        for row in rows:
+            names = ", ".join(f"`{_cell(t)}`" for t in row["tests"][:examples])
+            more = f" and {row['count'] - examples} more" if row["count"] > examples else ""
+            lines.append(f"| {row['count']} | {_cell(row['reason'])} | {names}{more} |")
+        lines.append("")
+    return lines
+
+
 def _markdown(data: Mapping[str, Any]) -> str:
-    lines = [f"# testcurator run: {data['backend']} ({data['device']})", ""]
-    totals = data["totals"]
-    lines += [f"**{sum(totals.values())} tests decided** ({data['decided_by']} stage): "
-              + ", ".join(f"{m} {totals[m]}" for m in MODES), ""]
-    lines += ["## Per file", "", "| file | " + " | ".join(MODES) + " |", "|---|" + "---|" * len(MODES)]
+    lines = [f"# testcurator run: {data['backend']} ({data['device']})", "", *_summary(data)]
+    lines += ["", "## Per file", "", "| file | config | " + " | ".join(MODES) + " |", "|---|---|" + "---:|" * len(MODES)]
     for rel, counts in sorted(data["per_file"].items()):
-        lines.append(f"| {rel} | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |")
+        link = (data.get("configs") or {}).get(rel)
+        config = f"[{_cell(link)}]({link})" if link else "(none written)"
+        lines.append(f"| {rel} | {config} | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |")
+    lines += _held_back_md("Held back by the configs, by reason", data.get("held_back", {}))
+    if data.get("held_back_instances"):
+        lines += _held_back_md("Skipped and xfailed in the verification run (instances), by reason",
+                               data["held_back_instances"], examples=2)
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
     lines += [f"- `{r['file']}::{r['test']}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
@@ -90,13 +270,28 @@ def _markdown(data: Mapping[str, Any]) -> str:
         lines += [f"  - `{n}`" for n in verify["mandatory_failures"][:50]]
     lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
               "- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())), "",
-              "## Time per stage (s)", ""] + [f"- {k}: {v}" for k, v in data["timings_s"].items()]
+              brain_report.markdown(data), "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]
+    # ordered again: report.json is written with sorted keys
+    lines += [f"| {'**total**' if k == 'total' else k} | {v} |" for k, v in ordered_timings(data.get("timings_s") or {}).items()]
     return "\n".join(lines) + "\n"
 
 
 def write_report(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> Path:
-    data = collect(ctx, store, state)
-    atomic_write_text(ctx.out_dir / "report.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
-    path = ctx.out_dir / "report.md"
+    return _write(ctx.out_dir, collect(ctx, store, state))
+
+
+def _write(out_dir: Path, data: Mapping[str, Any]) -> Path:
+    atomic_write_text(out_dir / "report.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+    path = out_dir / "report.md"
     atomic_write_text(path, _markdown(data))
     return path
+
+
+def finish_report(out_dir: Path, command: str) -> int:
+    """Record the command and its exit code in the report in ``out_dir``; returns the code."""
+    path = out_dir / "report.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    code = exit_code(data)
+    data.setdefault("run", {}).update(command=command, exit_code=code)
+    _write(out_dir, data)
+    return code

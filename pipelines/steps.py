@@ -1,7 +1,14 @@
 """The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
 
 Every step reads its inputs from the run directory (RunStore) and the memory, and writes
-its outputs there; none keeps state in the process.
+its outputs there. Three process-wide caches save re-reading inputs once per file of a
+run; each holds one entry, keyed by the state (path, mtime, size) of the files it was read
+from, so a changed input is read again and a resumed run computes the same values:
+
+- ``_EVIDENCE``: the memory stage's evidence (key: ``evidence.json``);
+- ``_KNOWN``: the test names the rails accept (key: ``evidence.json`` and the memory db);
+- ``_PREVIOUS``: the human decisions in the current configs (key: every config file and
+  the ``.emitted.json`` sidecar).
 """
 
 from __future__ import annotations
@@ -12,25 +19,26 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.bucket import bucket_file, requests_for_file
+from testcurator.agents.bucket import bucket_tests, requests_for_file
 from testcurator.agents.decision import Decision
-from testcurator.agents.refine import group_records, refine_file
+from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
+from testcurator.config.layout import config_path, raw_path
 from testcurator.memory.api import Memory
+from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
+from testcurator.memory.stage import EVIDENCE
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.command import UNRELATED_PLUGINS_OFF, RunSpec
+from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
 from testcurator.runner.shardrun import run_sharded
 from testcurator.runner.records import read_jsonl
+from testcurator.vocab import FAILING, TestKey
 
 EXEC_CONFIG = "exec_config"
-
-
-_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
 
 
 def _stamp(path: Path) -> tuple[str, int, int]:
@@ -38,15 +46,30 @@ def _stamp(path: Path) -> tuple[str, int, int]:
     return (str(path), st.st_mtime_ns if st else 0, st.st_size if st else -1)
 
 
+_EVIDENCE: dict[tuple[str, int, int], dict[TestKey, TestEvidence]] = {}
+
+
+def _evidence(store: RunStore) -> dict[TestKey, TestEvidence]:
+    """``evidence.json`` of the run, read once per state of the file (not once per file of
+    the tree: every bucket and refine step needs it)."""
+    key = _stamp(store.path(EVIDENCE))
+    if key not in _EVIDENCE:
+        _EVIDENCE.clear()  # one entry: the evidence as it is now
+        _EVIDENCE[key] = read_evidence(store.path(EVIDENCE))
+    return _EVIDENCE[key]
+
+
+_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
+
+
 def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     """The facts the rails check against: every test memory or collection knows.
 
     Read once per state of the evidence and the memory, not once per file (the same for
     every file of a run, and reading all tests per file added up on large trees)."""
-    key = (_stamp(store.path("evidence.json")), _stamp(memory_db_path(ctx.state_dir)))
+    key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))
     if key not in _KNOWN:
-        evidence = store.read_json("evidence.json", {})
-        known = {k.split("::", 1)[1] for k in evidence}
+        known = {k.name for k in _evidence(store)}
         with Memory.open(ctx.state_dir) as memory:
             known.update(t.generic for t in memory.tests())
         _KNOWN.clear()
@@ -54,10 +77,10 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     return BrainContext(ctx.backend, _KNOWN[key], ctx.torch_root)
 
 
-_PREVIOUS: dict[tuple[Any, ...], dict[str, tuple[str, str]]] = {}
+_PREVIOUS: dict[tuple[Any, ...], dict[TestKey, tuple[str, str]]] = {}
 
 
-def _previous(ctx: RunContext) -> dict[str, tuple[str, str]]:
+def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
     """``emit.previous_decisions``, read once per state of the configs (not once per file):
     a delta run starts from a full set of configs, and reloading all of them for every file
     it buckets cost more than the bucketing itself."""
@@ -73,13 +96,13 @@ def _previous(ctx: RunContext) -> dict[str, tuple[str, str]]:
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     previous = _previous(ctx)
     with Memory.open(ctx.state_dir) as memory:
-        requests = requests_for_file(ctx.torch_root, memory, rel, store.read_json("evidence.json", {}), previous)
+        requests = requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous)
     # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
     return [r for r in requests if ctx.selected(rel, r.test)]
 
 
 def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
-    return bucket_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
+    return bucket_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
 
 
 def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
@@ -93,14 +116,14 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
     """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
     root = store.path(EXEC_CONFIG)
     for rel in files:
-        path = emitter.config_path(root, rel)
+        path = config_path(root, rel)
         editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
         specs = []
         for decision in store.read_decisions("bucket", rel) or []:
             spec = emitter.entry_for(decision)
             mode = "skip" if spec.mode == "skip" else "mandatory_success"
             specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
-        editor.update(emitter.raw_path(rel), specs)
+        editor.update(raw_path(rel), specs)
         editor.save()
     return root
 
@@ -116,8 +139,7 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
     if not done.exists():
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
-                       env=tuple(sorted(ctx.backend_env().items())),
-                       extra_args=UNRELATED_PLUGINS_OFF)
+                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
                         source="draft" if out == "exec" else out)
@@ -134,7 +156,7 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
-    return refine_file(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
+    return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
@@ -142,7 +164,7 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     sidecar = emitter.load_sidecar(ctx.configs_dir)
     executed = set()
     if refined:
-        executed = {key.split("::", 1)[1] for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+        executed = {key.name for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
         emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
@@ -158,7 +180,7 @@ def verify(ctx: RunContext, store: RunStore) -> None:
     outcomes = Counter(r.outcome for r in records)
     store.write_json("verify.json", {
         "outcomes": dict(sorted(outcomes.items())),
-        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in ("failed", "error", "crashed", "timeout")),
+        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in FAILING),
         "unexpected_passes": sorted(r.nodeid for r in records if r.outcome == "xpassed"),
     })
     ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.decision import Decision, FileDecision, from_dict, to_dict
-from testcurator.config.yamlio import atomic_write_text
+from testcurator.files import atomic_write_text
 
 _TIMINGS_LOCK = threading.Lock()  # fan-out nodes may finish on several threads
 

@@ -22,15 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BrainContext
-from testcurator.agents.scope import decide_scope, kept_files
+from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.config.loader import load_config
-from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import MissingPathError
-from testcurator.memory.api import Memory, StoredTest, build
-from testcurator.pipelines.context import Say
-from testcurator.pipelines.run import RunOptions, make_context, run_nightly
+from testcurator.files import atomic_write_text
+from testcurator.memory.api import Memory
+from testcurator.memory.builder import build
+from testcurator.memory.store import StoredTest
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.run import run_nightly
 from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs
 from testcurator.pipelines.upgrade_delta import TestDelta, classify
+from testcurator.vocab import TestKey
 
 OLD_MEMORY = "upgrade-old"  # under the state dir: the old tree's index, apart from the new one's
 
@@ -39,7 +42,7 @@ OLD_MEMORY = "upgrade-old"  # under the state dir: the old tree's index, apart f
 class UpgradeOptions:
     old_root: Path
     config: Path  # the old tree's configs directory
-    run: RunOptions  # the new tree, backend, output folder, state dir and run settings
+    run: RunContext  # the new tree, backend, output folder, state dir and run settings
 
 
 # Where a PyTorch source tree keeps op_db: an ``@ops`` test instantiates what these say.
@@ -72,7 +75,7 @@ def hashes(root: Path, files: Sequence[str], state_dir: Path) -> dict[str, str]:
     opinfo = opinfo_digest(root)
     with Memory.open(state_dir) as memory:
         wanted = set(present)
-        return {f"{t.path}::{t.generic}": t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
+        return {str(TestKey.of(t.path, t.generic)): t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
                 for t in memory.tests() if t.path in wanted}
 
 
@@ -135,15 +138,15 @@ def _markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_upgrade(opts: UpgradeOptions, say: Say) -> dict[str, Any]:
+def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
     """Delta, carry-over, delta run, report; returns the report's data."""
     start = time.perf_counter()
     if not opts.old_root.is_dir():
         raise MissingPathError(opts.old_root, "old torch root")
     if not opts.config.exists():
         raise MissingPathError(opts.config, "config directory")
-    ctx = make_context(opts.run, say)
-    scope = decide_scope(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
+    ctx, say = opts.run, opts.run.say
+    scope = scope_tree(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
     files = kept_files(ctx.torch_root, scope)
     new = hashes(ctx.torch_root, files, ctx.state_dir)
     old_files = sorted(set(_config_files(opts.config, opts.old_root.resolve())) | set(files))
@@ -156,8 +159,10 @@ def run_upgrade(opts: UpgradeOptions, say: Say) -> dict[str, Any]:
     carried = carry_over(ctx.configs_dir, ctx.torch_root, ctx.profile, delta)
     state = None
     if delta.evaluate:
-        delta_ctx = dataclasses.replace(ctx, only_tests=delta.evaluate)
-        state = run_nightly(opts.run, say, ctx=delta_ctx, scope=scope)
+        # The scope just decided goes to the graph in the context; the delta run skips the brain.
+        delta_ctx = dataclasses.replace(ctx, only_tests=frozenset(TestKey.parse(k) for k in delta.evaluate),
+                                        scope=tuple(scope))
+        state = run_nightly(delta_ctx)
     data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), time.perf_counter() - start)
-    say(f"upgrade: {data['evaluated']}; report {opts.run.out_dir / 'upgrade.md'}")
+    say(f"upgrade: {data['evaluated']}; report {ctx.out_dir / 'upgrade.md'}")
     return data

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.editor import ConfigEditor, EntrySpec
+from testcurator.config.layout import config_path, raw_path
 from testcurator.config.loader import (
     LoadedConfig,
     ResolvedEntry,
@@ -27,6 +28,7 @@ from testcurator.config.profile import BackendProfile
 from testcurator.errors import BadInputError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.upgrade_delta import Move, TestDelta
+from testcurator.vocab import TestKey
 
 
 def copy_configs(src: Path, dst: Path) -> None:
@@ -64,22 +66,22 @@ def _files_by_rel(loaded: LoadedConfig, root: Path) -> dict[str, ResolvedFile]:
 
 
 def _entry(files: dict[str, ResolvedFile], key: str) -> tuple[ResolvedFile, ResolvedEntry] | None:
-    rel, generic = key.split("::", 1)
-    file = files.get(rel)
-    entry = file.entry_for(generic) if file is not None else None
+    test = TestKey.parse(key)
+    file = files.get(test.file)
+    entry = file.entry_for(test.name) if file is not None else None
     return None if entry is None or file is None else (file, entry)
 
 
 def _owner(sidecar: dict[str, dict[str, str]], key: str, entry: ResolvedEntry) -> str:
-    rel, generic = key.split("::", 1)
-    mine = sidecar.get(rel, {}).get(generic) == emitter.fingerprint(entry.mode, entry.reason, entry.edits)
+    test = TestKey.parse(key)
+    mine = sidecar.get(test.file, {}).get(test.name) == emitter.fingerprint(entry.mode, entry.reason, entry.edits)
     return "pipeline" if mine else "human"
 
 
 def _moved_spec(move: Move, entry: ResolvedEntry) -> EntrySpec:
     note = f"Carried over from {move.old} ({move.kind}: same content, not re-evaluated)."
     reason = f"{entry.reason} {note}" if entry.reason else note
-    return EntrySpec((move.new.split("::", 1)[1],), entry.mode, reason, emitter._edits(entry.edits))
+    return EntrySpec((TestKey.parse(move.new).name,), entry.mode, reason, emitter._edits(entry.edits))
 
 
 def carry_over(configs_dir: Path, root: Path, profile: BackendProfile, delta: TestDelta) -> CarryResult:
@@ -97,22 +99,21 @@ def carry_over(configs_dir: Path, root: Path, profile: BackendProfile, delta: Te
             continue  # it had no entry: its file's unlisted mode decided, and still does
         owner = _owner(sidecar, move.old, found[1])
         spec = _moved_spec(move, found[1])
-        old_rel, old_generic = move.old.split("::", 1)
-        new_rel, new_generic = move.new.split("::", 1)
-        specs[new_rel].append(spec)
-        drops[old_rel].append(old_generic)
-        sidecar.get(old_rel, {}).pop(old_generic, None)
+        old, new = TestKey.parse(move.old), TestKey.parse(move.new)
+        specs[new.file].append(spec)
+        drops[old.file].append(old.name)
+        sidecar.get(old.file, {}).pop(old.name, None)
         if owner == "pipeline":
-            sidecar.setdefault(new_rel, {})[new_generic] = emitter.fingerprint(spec.mode, spec.reason, spec.edits)
+            sidecar.setdefault(new.file, {})[new.name] = emitter.fingerprint(spec.mode, spec.reason, spec.edits)
         result.carried.append({"old": move.old, "new": move.new, "kind": move.kind, "mode": spec.mode, "owner": owner})
     for key in delta.removed:
         found = _entry(files, key)
         if found is None:
             continue
-        rel, generic = key.split("::", 1)
-        drops[rel].append(generic)
+        test = TestKey.parse(key)
+        drops[test.file].append(test.name)
         result.dropped.append({"test": key, "mode": found[1].mode, "owner": _owner(sidecar, key, found[1])})
-        sidecar.get(rel, {}).pop(generic, None)
+        sidecar.get(test.file, {}).pop(test.name, None)
     for rel in sorted(set(specs) | set(drops)):
         _edit(configs_dir, files.get(rel), rel, profile, specs.get(rel, []), drops.get(rel, []), result)
     emitter.save_sidecar(configs_dir, {k: dict(sorted(v.items())) for k, v in sidecar.items() if v})
@@ -124,7 +125,7 @@ def _edit(configs_dir: Path, file: ResolvedFile | None, rel: str, profile: Backe
     if file is not None:
         path, raw = Path(file.location.file), file.raw_path
     else:
-        path, raw = emitter.config_path(configs_dir, rel), emitter.raw_path(rel)
+        path, raw = config_path(configs_dir, rel), raw_path(rel)
     if path.exists():
         editor = ConfigEditor.open(path)
     else:

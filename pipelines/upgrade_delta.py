@@ -1,6 +1,6 @@
 """The test-level delta between two upstream trees, by content hash.
 
-Every test is keyed ``file::Class::test``; memory stores a content hash per test that
+Every test is keyed ``file::Class::test`` (a :class:`~testcurator.vocab.TestKey` as text); memory stores a content hash per test that
 leaves out the function's name, line numbers and class (memory/index.py), so a test
 whose key is new but whose hash belonged to a test that disappeared was moved or renamed,
 not written anew. Classes, for each test of the new tree:
@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from testcurator.vocab import TestKey
+
 
 @dataclass(frozen=True)
 class Move:
@@ -27,7 +29,7 @@ class Move:
 
     @property
     def kind(self) -> str:
-        return "renamed" if self.old.split("::", 1)[0] == self.new.split("::", 1)[0] else "moved"
+        return "renamed" if TestKey.parse(self.old).file == TestKey.parse(self.new).file else "moved"
 
 
 @dataclass(frozen=True)
@@ -50,19 +52,12 @@ class TestDelta:
                 "total": self.total}
 
 
-def _generic(key: str) -> str:
-    return key.split("::", 1)[1]
-
-
-def _file(key: str) -> str:
-    return key.split("::", 1)[0]
-
-
 def _pick(new_key: str, candidates: list[str]) -> str:
     """The disappeared test a new one most likely came from: same name elsewhere (moved),
     then same file (renamed), then the first by name; deterministic."""
-    for prefer in (lambda k: _generic(k) == _generic(new_key), lambda k: _file(k) == _file(new_key)):
-        hits = [k for k in candidates if prefer(k)]
+    new = TestKey.parse(new_key)
+    for prefer in (lambda k: k.name == new.name, lambda k: k.file == new.file):
+        hits = [k for k in candidates if prefer(TestKey.parse(k))]
         if hits:
             return hits[0]
     return candidates[0]

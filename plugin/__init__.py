@@ -1,1 +1,10 @@
-"""testcurator package."""
+"""testcurator.plugin: the pytest plugins, which run inside pytest processes.
+
+``entry.py`` (the ``pytest11`` entry point and its options), ``curate.py`` (applies a
+config: marks, edits, summary), ``capture.py`` (records the aten ops each test dispatches,
+in the format of ``oprecord.py``), ``events.py`` (crash and hang events for the runner),
+``collect.py`` (writes collected items for ``runner/collect.py``), ``report.py``.
+
+Layer: above config. May import ``testcurator.config`` and the core modules only, so a
+pytest run loads no pipeline, memory store or brain.
+"""

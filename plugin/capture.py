@@ -2,7 +2,7 @@
 
 Each test's call phase (for unittest-style tests that includes ``setUp``/``tearDown``) runs
 under a TorchDispatchMode that notes every aten overload it sees, and one JSON line per
-instantiated test is appended to FILE (format: :class:`testcurator.memory.opmap.OpRecord`).
+instantiated test is appended to FILE (format: :class:`testcurator.plugin.oprecord.OpRecord`).
 With ``--collect-only`` nothing runs: FILE gets the static records instead, one per
 collected test, naming an ``@ops`` test's OpInfo and the aten op behind it.
 
@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import pytest
 
-from testcurator.memory.opmap import OpRecord, capture_parts
+from testcurator.plugin.oprecord import OpRecord, capture_parts
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"

@@ -10,11 +10,8 @@ instances are attributes added to the in-memory test class.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ from typing import Any
 import pytest
 
 from testcurator.config.apply import Applied, decide, probe
-from testcurator.config.loader import LoadedConfig, ResolvedFile
+from testcurator.config.loader import LoadedConfig, ResolvedFile, paused_gc
 from testcurator.names import TestIdentity, identify
 
 IDENTITY_KEY = pytest.StashKey[TestIdentity]()
@@ -114,7 +111,9 @@ class CuratePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
         seen: dict[Path, set[str]] = {}
-        with _gc_paused():
+        # Everything allocated here lives as long as the session; letting the cyclic GC rescan
+        # torch's large heap every few thousand items was half of the plugin's cost.
+        with paused_gc():
             self._curate_items(items, seen)
         self._record_stale(seen)
 
@@ -182,19 +181,6 @@ class CuratePlugin:
         from testcurator.plugin.report import write_summary
 
         write_summary(terminalreporter, self.summary)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Everything allocated here lives as long as the session; letting the cyclic GC rescan
-    # torch's large heap every few thousand items was half of the plugin's cost.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def marks_for(ident: TestIdentity) -> list[str]:

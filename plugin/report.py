@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testcurator.config.schema import MODES
+from testcurator.vocab import MODES
 
 STALE_SHOWN = 20
 

@@ -11,6 +11,8 @@ literal dollar). ``string.Template`` rather than ``str.format`` because the prom
 JSON, whose braces ``str.format`` would take for fields. Non-string values are rendered
 as indented JSON. The prompt's hash covers the whole file, so editing a prompt changes
 every cache key that depends on it.
+
+Layer: beside config, just above the core. May import only the core modules.
 """
 
 from __future__ import annotations

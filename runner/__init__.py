@@ -1,1 +1,11 @@
-"""testcurator package."""
+"""testcurator.runner: pytest in subprocesses, and what comes out of them.
+
+The one builder of pytest command lines and the run specification (``command.py``), the
+crash- and hang-surviving executor (``execute.py``, ``eventlog.py``), collection for the
+importers (``collect.py``), failure classification (``classify.py``), result records and
+their formats (``records.py``, ``junit.py``, ``junit_write.py``, ``ingest.py``), the run
+manifest (``manifest.py``) and progress (``progress.py``).
+
+Layer: above plugin. May import ``testcurator.plugin``, ``config`` and the core modules;
+never ``memory``, ``agents``, ``pipelines`` or ``cli``.
+"""

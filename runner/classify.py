@@ -40,10 +40,6 @@ import signal as _signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-FAILURE_CLASSES: tuple[str, ...] = (
-    "unsupported_op", "unsupported_dtype", "numerical_mismatch", "crash", "timeout",
-    "transient", "test_error", "unknown",
-)
 MAX_EVIDENCE = 600
 
 

@@ -11,12 +11,14 @@ explicitly rather than by ``--deselect`` (which matches by prefix: deselecting
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from testcurator.errors import BadInputError
+from testcurator.vocab import TestKey
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class RunSpec:
     rootdir: Path | None = None
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    unrelated_plugins_off: bool = False  # True for the runs the pipeline makes for itself
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
     shard: str | None = None  # "K/N": only that shard of the selection (testcurator.sharding)
     durations: Path | None = None  # pytest-split .test_durations file the shard split reads
@@ -54,8 +57,8 @@ class Selection:
 
 def _absolute(target: str) -> str:
     # pytest runs in spec.cwd; a path the user gave is relative to where they stand.
-    path, sep, rest = target.partition("::")
-    return str(Path(path).resolve()) + sep + rest if Path(path).exists() else target
+    key = TestKey.parse(target)
+    return str(replace(key, file=str(Path(key.file).resolve()))) if Path(key.file).exists() else target
 
 
 def select(spec: RunSpec) -> Selection:
@@ -88,6 +91,39 @@ def _autoload_disabled(env: dict[str, str]) -> bool:
     return bool(env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"))
 
 
+# Third-party pytest plugins installed beside us that cost ~2 s per process start and have
+# nothing to do with running upstream tests: every pytest testcurator starts for itself
+# (capture, collection for the op map, draft, verification) turns them off.
+UNRELATED_PLUGINS_OFF = ("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
+
+
+def pytest_argv(*args: str, unrelated_off: bool = True) -> list[str]:
+    """The argv of one ``python -m pytest`` run: the one place testcurator spells it.
+
+    This interpreter, no cache provider (runs never write into the upstream tree), and the
+    unrelated plugins off unless ``unrelated_off`` is False (a user's own ``exec`` run, or a
+    collection whose keywords must match what the user's pytest sees).
+    """
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+            *(UNRELATED_PLUGINS_OFF if unrelated_off else ()), *args]
+
+
+def reference_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for reference runs on CPU, whatever backend the user targets."""
+    env = dict(os.environ)
+    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "cpu"
+    env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"
+    env.update(extra or {})
+    return env
+
+
+def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path) -> int:
+    """Run ``argv`` with its output in ``log``; the exit code (test failures are data)."""
+    with log.open("w", encoding="utf-8") as out:
+        return subprocess.run(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
+                              check=False).returncode
+
+
 def build_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.update(dict(spec.env))
@@ -106,8 +142,8 @@ def pytest_command(
     """The argv of one pytest invocation over ``targets``."""
     argsfile.parent.mkdir(parents=True, exist_ok=True)
     argsfile.write_text("".join(f"{t}\n" for t in targets), encoding="utf-8")
-    cmd = [sys.executable, "-m", "pytest", f"@{argsfile}", "-p", "no:cacheprovider",
-           "--continue-on-collection-errors", "-q", "--junitxml", str(junit), "--curate-events", str(events)]
+    cmd = pytest_argv(f"@{argsfile}", "--continue-on-collection-errors", "-q", "--junitxml", str(junit),
+                      "--curate-events", str(events), unrelated_off=spec.unrelated_plugins_off)
     if _autoload_disabled(env):
         # Plugins are not picked up from entry points then: name ours (and xdist's).
         cmd += ["-p", "testcurator.plugin.entry"] + (["-p", "xdist.plugin"] if workers > 1 else [])
@@ -127,10 +163,6 @@ def pytest_command(
     cmd += ["--rootdir", str(spec.cwd), "-c", str(_inifile(spec.cwd, argsfile.parent)), "--confcutdir", str(spec.cwd)]
     return cmd + list(spec.extra_args)
 
-
-# Third-party pytest plugins installed beside us that cost ~2 s per process start and have
-# nothing to do with running upstream tests: every pytest we start turns them off.
-UNRELATED_PLUGINS_OFF = ("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
 
 INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 

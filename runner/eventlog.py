@@ -21,7 +21,8 @@ from typing import Any
 
 from testcurator.names import parse_name
 from testcurator.runner.classify import classify
-from testcurator.runner.records import FAILING, TestRecord, truncate
+from testcurator.runner.records import TestRecord, truncate
+from testcurator.vocab import FAILING, TestKey
 
 
 class EventTail:
@@ -127,7 +128,7 @@ def identity_fields(nodeid: str, identity: dict[str, Any]) -> dict[str, Any]:
     """generic/device/dtype/op/module for a record, parsing the node id as a fallback."""
     fields = {k: identity.get(k) for k in ("generic", "device", "dtype", "op", "module")}
     if fields["generic"] is None:
-        parts = nodeid.split("[", 1)[0].split("::")
+        parts = TestKey.parse(nodeid.split("[", 1)[0]).parts
         if len(parts) >= 3:
             ident = parse_name(parts[-2], parts[-1])
             fields.update(generic=ident.generic, device=ident.device, dtype=ident.dtype)

@@ -37,6 +37,7 @@ from testcurator.runner.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
 from testcurator.runner.records import TestRecord, counts, write_jsonl
+from testcurator.vocab import TestKey
 
 POLL_S = 0.2
 RETRY_TESTS_PER_WORKER = 20
@@ -233,7 +234,7 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
         records = first.run(selection.targets, spec.workers)
         invocations += first.invocations
         for attempt in range(2, spec.retries + 2):
-            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and "::" in n]
+            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and TestKey.parse(n).test]
             if not failing:
                 break
             retry = _Pass(spec, f"retry{attempt - 1}", progress, env)
@@ -243,11 +244,12 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
             retried = retry.run([retry._absolute(n) for n in failing], workers)
             invocations += retry.invocations
             records = merge_retry(records, retried, attempt)
-    ordered = tuple(records[n] for n in _order(first.known, records))
-    write_jsonl(spec.out_dir / "results.jsonl", ordered)
-    write_junit(spec.out_dir / "junit.xml", ordered)
-    manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
-    write_manifest(spec.out_dir / "manifest.json", manifest)
+        progress.phase("merging", None)  # results, JUnit XML and manifest from every pass
+        ordered = tuple(records[n] for n in _order(first.known, records))
+        write_jsonl(spec.out_dir / "results.jsonl", ordered)
+        write_junit(spec.out_dir / "junit.xml", ordered)
+        manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
+        write_manifest(spec.out_dir / "manifest.json", manifest)
     return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from testcurator.errors import BadInputError, Location
 from testcurator.names import KNOWN_DEVICES, parse_name
 from testcurator.runner.classify import classify
-from testcurator.runner.records import FAILING, TestRecord, truncate
+from testcurator.runner.records import TestRecord, truncate
+from testcurator.vocab import FAILING, TestKey, join_name
 
 _IDENTITY = ("generic", "device", "dtype", "op", "module")
 
@@ -69,8 +70,8 @@ def nodeid_of(case: ET.Element) -> tuple[str, str | None, str]:
         module = "/".join(module_parts) + ".py"
     else:
         module = ""
-    pieces = [p for p in (module, cls, name) if p]
-    return "::".join(pieces), cls, name
+    nodeid = str(TestKey(module, cls or "", name)) if module else join_name(cls or "", name)
+    return nodeid, cls, name
 
 
 def _outcome(case: ET.Element, props: dict[str, str]) -> tuple[str, str | None]:

@@ -14,7 +14,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from testcurator.runner.records import TestRecord, atomic_write_text, counts
+from testcurator.files import atomic_write_text
+from testcurator.runner.records import TestRecord, counts
+from testcurator.vocab import TestKey
 
 # XML 1.0 forbids most control characters; tracebacks with ANSI colours carry them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -28,9 +30,9 @@ def _clean(text: str) -> str:
 
 def split_nodeid(nodeid: str) -> tuple[str, str]:
     """pytest's own mangling: ``a/test_x.py::TestFoo::test_bar`` -> (``a.test_x.TestFoo``, ``test_bar``)."""
-    parts = nodeid.split("::")
+    parts = TestKey.parse(nodeid).parts
     path = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    names = [path.replace("/", ".")] + parts[1:]
+    names = [path.replace("/", "."), *parts[1:]]
     return ".".join(names[:-1]), names[-1]
 
 

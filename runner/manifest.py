@@ -30,9 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from testcurator.files import atomic_write_text
 from testcurator.runner.command import RunSpec, Selection
 from testcurator.runner.provenance import ci_provenance
-from testcurator.runner.records import TestRecord, atomic_write_text, counts
+from testcurator.runner.records import TestRecord, counts
 
 MANIFEST_VERSION = 1
 

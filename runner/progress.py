@@ -1,4 +1,4 @@
-"""Progress display for a run: a rich bar with live outcome counts.
+"""Progress display for a run: a rich bar per phase with live outcome counts.
 
 The runner talks to a :class:`ProgressSink`; :class:`RichProgress` draws a bar on the
 terminal, :class:`NullProgress` draws nothing (tests, benchmarks, ``--quiet``).
@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 _SHOWN = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout")
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "crashed": "magenta", "timeout": "magenta"}
@@ -53,30 +53,61 @@ class NullProgress:
         return None
 
 
+def phase_name(label: str, done: int, total: int | None) -> str:
+    """What the user sees for the runner's phase labels: ``run`` is *collecting* until pytest
+    has reported what it collected, then *running*; ``retryN`` is *retrying N*."""
+    if label == "run":
+        return "collecting" if not total and not done else "running"
+    if label.startswith("retry"):
+        return f"retrying {label.removeprefix('retry')}".strip()
+    return label
+
+
 class RichProgress:
-    """One bar per phase (``run``, ``retry 1``...), counts in its description."""
+    """One row per phase (collecting/running, retrying N, merging), named from the first
+    second, with a spinner, the outcome counts and the elapsed time. Re-entrant: the CLI opens
+    it before the runner (which opens it again) so that loading the config and starting
+    pytest already show as *collecting*."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.progress = Progress(
-            TextColumn("{task.fields[label]:<8}"), BarColumn(), MofNCompleteColumn(),
+            SpinnerColumn(finished_text="✓"), TextColumn("{task.fields[name]:<11}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
             console=console or Console(stderr=True), transient=False,
         )
         self.task: int | None = None
+        self.label = ""
+        self._depth = 0
 
     def phase(self, label: str, total: int | None) -> None:
-        self.task = self.progress.add_task(label, total=total, label=label, counts="-")
+        current = self.progress.tasks[self.task] if self.task is not None else None
+        if current is not None and not current.completed and self.label in ("collecting", "run") and label == "run":
+            self.label = label  # the CLI's "collecting" row becomes the run's row
+            self.progress.update(self.task, total=total, name=phase_name(label, 0, total))
+            return
+        if current is not None and not current.finished and current.total:
+            self.progress.update(self.task, completed=current.total)
+        self.label = label
+        self.task = self.progress.add_task(label, total=total, name=phase_name(label, 0, total), counts="-")
 
     def update(self, done: int, counts: Mapping[str, int], total: int | None = None) -> None:
         if self.task is None:
             self.phase("run", None)
         assert self.task is not None
         total = max(done, total or 0, self.progress.tasks[self.task].total or 0) or None
-        self.progress.update(self.task, completed=done, total=total, counts=format_counts(counts, markup=True))
+        self.progress.update(self.task, completed=done, total=total, counts=format_counts(counts, markup=True),
+                             name=phase_name(self.label, done, total))
 
     def __enter__(self) -> RichProgress:
-        self.progress.start()
+        if self._depth == 0:
+            self.progress.start()
+        self._depth += 1
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.progress.stop()
+        self._depth -= 1
+        if self._depth == 0:
+            if et is None and self.task is not None:  # the last phase (merging) ended with the run
+                task = self.progress.tasks[self.task]
+                self.progress.update(self.task, total=task.total or 1, completed=task.total or 1)
+            self.progress.stop()

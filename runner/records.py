@@ -5,7 +5,7 @@ reports, our own JSONL) ends in :class:`TestRecord`, so classification and re-bu
 see one shape. Records are frozen; the runner derives new ones with
 :func:`dataclasses.replace` (e.g. after a retry).
 
-``outcome`` is one of :data:`OUTCOMES`: pytest's own outcomes plus ``crashed`` (the
+``outcome`` is one of :data:`testcurator.vocab.OUTCOMES`: pytest's own outcomes plus ``crashed`` (the
 process died under the test: signal, abort, ``os._exit``) and ``timeout`` (the per-test
 hang guard fired). ``failure_text`` is cut to :data:`MAX_FAILURE_TEXT` characters (head
 and tail kept, since the error is usually at the end of a traceback and the cause at the
@@ -22,12 +22,8 @@ from typing import Any
 
 from testcurator.errors import BadInputError, Location, Problem
 from testcurator.files import atomic_write_text
+from testcurator.vocab import FAILING, OUTCOMES
 
-OUTCOMES: tuple[str, ...] = (
-    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout",
-)
-#: Outcomes that carry a failure to classify (and to retry).
-FAILING: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
 MAX_FAILURE_TEXT = 8000
 
 

@@ -29,4 +29,4 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 def llm_settings(fake_openai: FakeOpenAI) -> LLMSettings:
     # Tiny timeout and few retries: every scenario stays well under a second or two.
     return LLMSettings(base_url=fake_openai.base_url, model="fake-model", timeout=0.5,
-                       max_tries=3, max_retries=1, batch_size=4)
+                       max_tries=3, max_retries=1, retry_backoff=0.01, batch_size=4, concurrency=1)

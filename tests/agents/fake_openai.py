@@ -1,6 +1,10 @@
 """A local OpenAI-compatible server for tests: POST /v1/chat/completions answers from a
 scripted queue (valid JSON, malformed JSON, cut-off answers, HTTP errors, delays).
 
+``reject_formats`` makes it refuse structured-output modes the way real servers do
+(llama-cpp-python: HTTP 500 "Input should be 'text' or 'json_object'"), before the script
+is consulted; ``models`` is what GET /v1/models lists (context-window discovery).
+
 Every request body is recorded, so tests assert how many calls were made and what was
 sent. When the script runs out the server answers 500 with a marker, which the client
 surfaces as an error: a test that makes more calls than it scripted fails.
@@ -57,7 +61,10 @@ class FakeOpenAI:
         self._queue: deque[Reply | Status] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.rejected: list[dict[str, Any]] = []  # requests refused for their response_format
         self.exhausted = 0
+        self.reject_formats: dict[str, tuple[int, str]] = {}  # mode -> (status, message)
+        self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model"}]
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
@@ -94,11 +101,23 @@ class FakeOpenAI:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
 
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": fake.models})
+                else:
+                    self._send(404, {"detail": "Not Found"}, retry=False)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                rejected = fake.reject_formats.get(format_mode(body))
+                if rejected is not None:
+                    with fake._lock:
+                        fake.rejected.append(body)
+                    self._send(rejected[0], {"error": {"message": rejected[1], "type": "internal_server_error"}}, retry=False)
                     return
                 step = fake._next(body)
                 if step is None:
@@ -126,6 +145,21 @@ class FakeOpenAI:
                     pass  # the client gave up (timeout): nothing to answer
 
         return Handler
+
+
+# What llama-cpp-python 0.3.36's server answers to a json_schema response_format (measured).
+LLAMA_CPP_PYTHON_REJECTS = (500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+                                 "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+
+
+def format_mode(body: dict[str, Any]) -> str:
+    """The structured-output mode a request asks for (agents/llm_negotiate.py's names)."""
+    fmt = body.get("response_format") or {}
+    if not fmt:
+        return "text"
+    if fmt.get("type") == "json_object":
+        return "json_object_schema" if "schema" in fmt else "json_object"
+    return str(fmt.get("type"))
 
 
 def _completion(model: str, reply: Reply) -> dict[str, Any]:

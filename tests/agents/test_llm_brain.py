@@ -12,7 +12,8 @@ from testcurator.agents.brain import (BackendContext, BrainContext, BrainSetting
                                       RefineRequest, ScopeRequest, Usage, make_brain)
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.agents.llm import FALLBACK_BRAIN, LLMBrain
-from testcurator.agents.llm_client import LLMSettings, LLMTransportError
+from testcurator.agents.llm_client import LLMSettings
+from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BadInputError
 from testcurator.prompts import load_prompt
 
@@ -73,6 +74,22 @@ def test_batches_and_accepts_valid_answers(fake_openai: FakeOpenAI, llm_settings
     assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
     assert decisions[0].prompt_hash == load_prompt("bucket").hash and decisions[0].reason == "why TestA::test_one"
     assert len(fake_openai.requests) == 2 and brain.usage.calls == 2
+    # The answer is pinned to the batch: one required property per requested test, in order.
+    decisions = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["decisions"]
+    assert decisions["required"] == list(decisions["properties"]) == TESTS[:2] and decisions["additionalProperties"] is False
+    item = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["$defs"]["item"]
+    assert decisions["properties"][TESTS[0]] == {"$ref": "#/$defs/item"} and "test" not in item["properties"]
+
+
+def test_keyed_answers_are_read_back_in_list_form(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, fallback = make(replace(llm_settings, structured_output="json_object_schema"), tmp_path)
+    keyed = {"decisions": {t: {k: v for k, v in item(t, "skip").items() if k != "test"} for t in TESTS}}
+    fake_openai.script(answer(keyed))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert [(d.test, d.mode, d.brain) for d in decisions] == [(t, "skip", "llm") for t in TESTS] and fallback.asked == []
+    schema = fake_openai.requests[0]["response_format"]["schema"]
+    assert schema["properties"]["decisions"]["required"] == TESTS
+    assert '"required":["TestA::test_one","TestA::test_two","TestA::test_mm"]' in fake_openai.requests[0]["messages"][0]["content"]
 
 
 def test_rerun_over_unchanged_tests_makes_no_call(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
@@ -129,12 +146,51 @@ def test_answer_errors_fall_back_without_remembering(fake_openai: FakeOpenAI, ll
     assert brain.bucket(REQUESTS[:1], ctx)[0].brain == "llm"
 
 
-def test_dead_endpoint_stops_after_consecutive_failures(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
-    brain, _ = make(replace(llm_settings, batch_size=1, max_retries=0), tmp_path)
+def test_dead_endpoint_falls_back_and_stops_asking(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    brain, fallback = make(replace(llm_settings, batch_size=1, max_retries=0), tmp_path)
     fake_openai.script(Status(500), Status(500), Status(500))
-    with pytest.raises(LLMTransportError):
-        brain.bucket(REQUESTS, ctx)
-    assert len(fake_openai.requests) == 3
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert len(fake_openai.requests) == 2  # the third batch is not sent: the endpoint is down
+    assert [d.brain for d in decisions] == [FALLBACK_BRAIN] * 3 and fallback.asked == TESTS
+    assert "endpoint error: InternalServerError (HTTP 500)" in decisions[0].reason
+    assert "endpoint down: not asked" in decisions[2].reason
+    assert brain.client.status()["down"] and brain.usage.fallbacks == 3
+
+
+def test_batches_fit_the_context_window(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    big = [BucketRequest(f"TestA::test_{i}", "test_a.py", f"h{i}", source="x = 1\n" * 150) for i in range(4)]
+    names = [r.test for r in big]
+    wide = replace(ctx, known_tests=frozenset(names))
+    # ~300 tokens of source each: a 2,600-token window (minus answer and margin) holds two.
+    brain, _ = make(replace(llm_settings, context_tokens=2600, batch_size=10, output_tokens_per_item=100), tmp_path)
+    fake_openai.script(*(answer({"decisions": [item(t, "skip") for t in names[i:i + 2]]}) for i in (0, 2)))
+    decisions = brain.bucket(big, wide)
+    assert [d.brain for d in decisions] == ["llm"] * 4 and len(fake_openai.requests) == 2
+    assert all(r["max_tokens"] == 2 * 100 + 64 for r in fake_openai.requests)
+    assert brain.usage.estimated_prompt_tokens > 0
+
+
+def test_an_item_too_large_for_the_window_is_never_sent(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    huge = replace(REQUESTS[0], source="y = 2\n" * 3000)
+    brain, fallback = make(replace(llm_settings, context_tokens=4096), tmp_path)
+    fake_openai.script(answer(good_batch(TESTS[1:2])))
+    decisions = brain.bucket([huge, REQUESTS[1]], ctx)
+    assert [d.brain for d in decisions] == [FALLBACK_BRAIN, "llm"] and len(fake_openai.requests) == 1
+    assert "too large for the model's context window (4096 tokens)" in decisions[0].reason
+
+
+def test_rejected_answers_leave_one_line_and_no_model_text(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    invented = {"decisions": [item("../../etc/passwd"), item("TestA::test_two"), item("TestA::test_mm")]}
+    brain, _ = make(llm_settings, tmp_path)
+    fake_openai.script(answer(invented), answer(invented))
+    decisions = brain.bucket(REQUESTS, ctx)
+    one = decisions[0]
+    assert one.brain == FALLBACK_BRAIN and "\n" not in one.reason
+    assert "etc/passwd" not in one.reason and not any("etc/passwd" in e for e in one.evidence)
+    assert "rail missing: no decision for this request" in one.reason
+    assert "the answer named 1 name not asked about (rail unknown_test)" in one.reason
+    audit = (tmp_path / "state" / "llm_audit.jsonl").read_text()
+    assert "etc/passwd" in audit and "rails_rejected" in audit
 
 
 def test_refine_rejects_mandatory_success_that_failed(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import json
+import time
+
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, Reply, Status, answer, delayed, malformed
+from fake_openai import LLAMA_CPP_PYTHON_REJECTS, FakeOpenAI, Reply, Status, answer, delayed, malformed, format_mode
 from pydantic import BaseModel
 
-from testcurator.agents.llm_client import LLMAnswerError, LLMSettings, LLMTransportError, StructuredClient
+from testcurator.agents.llm_client import LLMAnswerError, LLMSettings, StructuredClient
+from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BadInputError
 from testcurator.prompts import load_prompt
 
@@ -31,7 +35,8 @@ def test_valid_answer_is_parsed_and_accounted(fake_openai: FakeOpenAI, llm_setti
     assert call(client) == GOOD
     sent = fake_openai.requests[0]
     assert sent["model"] == "fake-model"
-    assert sent["response_format"]["type"] == "json_schema"
+    assert sent["response_format"]["type"] == "json_schema" and sent["response_format"]["json_schema"]["strict"]
+    assert sent["max_tokens"] == llm_settings.max_output_tokens
     assert [m["role"] for m in sent["messages"]] == ["system", "user"]
     assert "test_ops.py" in sent["messages"][1]["content"]
     assert (client.usage.calls, client.usage.prompt_tokens, client.usage.completion_tokens) == (1, 11, 7)
@@ -74,7 +79,7 @@ def test_http_errors_past_retries_are_transport_errors(fake_openai: FakeOpenAI, 
     client = StructuredClient(llm_settings)
     with pytest.raises(LLMTransportError):
         call(client)
-    assert len(fake_openai.requests) == 2 and client.usage.failures == 1
+    assert len(fake_openai.requests) == 2 and client.usage.failures == 1 and client.usage.transport_retries == 1
 
 
 def test_timeout_is_retried_then_answered(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
@@ -103,6 +108,81 @@ def test_cache_persists_across_clients(fake_openai: FakeOpenAI, llm_settings: LL
     assert len(fake_openai.requests) == 3
 
 
+LADDER = ["json_schema", "json_object_schema", "json_object", "text"]
+
+
+@pytest.mark.parametrize("refused", [1, 2, 3])
+def test_refused_formats_step_down_and_are_remembered(fake_openai: FakeOpenAI, llm_settings: LLMSettings, tmp_path: Path,
+                                                      refused: int) -> None:
+    for mode in LADDER[:refused]:
+        fake_openai.reject_formats[mode] = LLAMA_CPP_PYTHON_REJECTS
+    fake_openai.script(answer(GOOD), answer(GOOD))
+    client = StructuredClient(llm_settings, tmp_path)
+    assert call(client) == GOOD
+    assert [format_mode(r) for r in fake_openai.rejected] == LADDER[:refused]
+    settled = LADDER[refused]
+    assert client.mode == settled and format_mode(fake_openai.requests[0]) == settled
+    # Below json_schema the schema travels in the prompt: the model cannot see it otherwise.
+    assert '"additionalProperties":false' in fake_openai.requests[0]["messages"][0]["content"]
+    assert client.usage.downshifts == refused and client.usage.failures == 0 and client.usage.calls == 1
+    # Remembered for the endpoint: the next call goes straight to the settled mode.
+    assert call(client, content="c2") == GOOD
+    assert len(fake_openai.rejected) == refused and format_mode(fake_openai.requests[1]) == settled
+    status = client.status()
+    assert status["mode"] == settled and len(status["negotiation"]) == refused
+    assert "Input should be 'text' or 'json_object'" in status["negotiation"][0]
+    assert [r["kind"] for r in client.audit.read()] == ["format_rejected"] * refused
+
+
+def test_plain_text_answers_are_cut_out_of_prose(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    fake_openai.script(Reply("Sure! Here it is:\n```json\n" + GOOD.model_dump_json() + "\n```\nHope that helps."))
+    client = StructuredClient(replace(llm_settings, structured_output="text"))
+    assert call(client) == GOOD
+    assert "response_format" not in fake_openai.requests[0]
+
+
+def test_a_server_error_that_is_not_about_the_format_is_not_a_step_down(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    fake_openai.script(Status(500), answer(GOOD))
+    client = StructuredClient(llm_settings)
+    assert call(client) == GOOD
+    assert client.mode == "json_schema" and client.usage.downshifts == 0 and client.usage.transport_retries == 1
+
+
+def test_invalid_answers_are_audited_with_one_line_problems(fake_openai: FakeOpenAI, llm_settings: LLMSettings, tmp_path: Path) -> None:
+    raw = '{"reasoning": "see ../../etc/passwd", "keep": "perhaps"}'
+    fake_openai.script(Reply(raw), Reply(raw), Reply(raw))
+    client = StructuredClient(llm_settings, tmp_path)
+    with pytest.raises(LLMAnswerError) as info:
+        call(client)
+    assert "\n" not in str(info.value) and "etc/passwd" not in str(info.value)
+    assert "field keep: bool_parsing" in str(info.value)
+    records = [json.loads(line) for line in (tmp_path / "llm_audit.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["invalid_answer"] * 3 and records[0]["raw"] == raw
+
+
+def test_context_window_from_the_server_else_the_setting(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    assert StructuredClient(replace(llm_settings, context_tokens=1234)).context_window()[0] == 1234
+    fake_openai.models = [{"id": "other", "max_model_len": 99}, {"id": "fake-model", "max_model_len": 32768}]
+    window, source = StructuredClient(llm_settings).context_window()
+    assert window == 32768 and "/models" in source
+    fake_openai.models = [{"id": "fake-model", "meta": {"n_ctx_train": 8192}}]
+    assert StructuredClient(llm_settings).context_window()[0] == 8192
+
+
+def test_endpoint_down_is_retried_with_backoff_then_fails_fast(llm_settings: LLMSettings) -> None:
+    dead = replace(llm_settings, base_url="http://127.0.0.1:9/v1", max_retries=2, retry_backoff=0.05)
+    client = StructuredClient(dead)
+    for _ in range(2):
+        with pytest.raises(LLMTransportError):
+            call(client)
+    assert client.usage.transport_retries == 4 and client.down
+    start = time.perf_counter()
+    with pytest.raises(LLMTransportError) as info:
+        call(client, content="later")
+    assert info.value.down and time.perf_counter() - start < 0.05
+    assert client.usage.transport_retries == 4  # no network once down
+
+
 def test_settings_from_env_never_default_to_public_api() -> None:
     assert LLMSettings.from_env({}) is None
     assert LLMSettings.from_env({"OPENAI_API_KEY": "k", "TESTCURATOR_LLM_MODEL": "m"}) is None
@@ -115,3 +195,11 @@ def test_settings_from_env_never_default_to_public_api() -> None:
     assert settings is not None
     assert (settings.base_url, settings.model, settings.api_key, settings.timeout) == ("http://h/v1", "explicit", "secret", 5.0)
     assert "secret" not in repr(settings)
+    tuned = LLMSettings.from_env({**env, "TESTCURATOR_LLM_CONTEXT_TOKENS": "8192", "TESTCURATOR_LLM_STRUCTURED_OUTPUT": "text"})
+    assert tuned is not None and (tuned.context_tokens, tuned.structured_output) == (8192, "text")
+    with pytest.raises(BadInputError, match="expected a number"):
+        LLMSettings.from_env({**env, "TESTCURATOR_LLM_CONCURRENCY": "many"})
+    with pytest.raises(BadInputError, match="structured_output"):
+        LLMSettings.from_env(env, structured_output="xml")
+    with pytest.raises(BadInputError, match="unknown llm setting"):
+        LLMSettings.from_env(env, context_size=5)

@@ -141,7 +141,8 @@ class _Collector(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
-        self.external += [v or "" for k, v in attrs if k in ("src", "href")]
+        # links inside the page (evidence -> config lines) are fine; nothing may be fetched
+        self.external += [v or "" for k, v in attrs if k in ("src", "href") and not (v or "").startswith("#")]
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
@@ -176,3 +177,50 @@ def test_renderings_are_byte_identical_on_rerun(tmp_path: Path, fmt: str) -> Non
     assert first == second and "TestA::test_gone" in first
     if fmt == "json":
         assert json.loads(first)["summary"]["changed"] == 1
+
+
+STALE_BASE = """\
+# Mandatory success confirmed on the device.
+- names: [TestA::test_keep]
+  mode: mandatory_success
+  edits: {dtypes: {exclude: [{name: bool}, {name: int8}]}}
+"""
+
+
+def test_edits_as_added_and_removed_items_stale_reason_and_lost_mandatory(tmp_path: Path) -> None:
+    new = STALE_BASE.replace("mode: mandatory_success", "mode: skip").replace("{name: int8}", "{name: int64}")
+    report = review_paths(str(write(tmp_path / "old", STALE_BASE)), str(write(tmp_path / "new", new)))
+    (t,) = report.files[0].tests
+    assert (t.edits_added, t.edits_removed) == (("exclude dtype int64",), ("exclude dtype int8",))
+    assert t.stale_reason and t.lost_mandatory
+    assert report.summary.lost_tests == ("${TORCH_ROOT}/test/test_a.py::TestA::test_keep",)
+    assert report.summary.stale_reasons == 1
+    assert t.new_excerpt == ((8, "        # Mandatory success confirmed on the device."),
+                             (9, "        - names: [TestA::test_keep]"), (10, "          mode: skip"),
+                             (11, "          edits: {dtypes: {exclude: [{name: bool}, {name: int64}]}}"))
+    md = render(report, "markdown")
+    assert "`+exclude dtype int64`<br>`-exclude dtype int8`" in md
+    assert "⚠ unchanged although the mode changed: Mandatory success confirmed on the device." in md
+    text = render(report, "terminal", width=60)
+    assert "✖  mandatory_success lost (1)" in text and "legend:" in text
+    page = render(report, "html")
+    assert '<tr class="t changed lost">' in page and '<td class="reason stale">' in page
+    assert '<a href="#new-test-a-yaml-9">new test_a.yaml:9</a>' in page and '<figure id="new-test-a-yaml-9">' in page
+
+
+def test_a_changed_reason_is_not_stale(tmp_path: Path) -> None:
+    new = STALE_BASE.replace("mode: mandatory_success", "mode: skip").replace("Mandatory success confirmed", "Crashes")
+    (t,) = review_paths(str(write(tmp_path / "old", STALE_BASE)), str(write(tmp_path / "new", new))).files[0].tests
+    assert not t.stale_reason and t.lost_mandatory
+
+
+@pytest.mark.parametrize("width", [40, 80, 160])
+def test_terminal_never_cuts_a_name(tmp_path: Path, width: int) -> None:
+    long = "TestTensorArithmetic::test_pow_inplace_resizing_exception_with_broadcast_and_type_promotion"
+    new = STALE_BASE.replace("TestA::test_keep", long)
+    text = render(review_paths(str(write(tmp_path / "old", STALE_BASE)), str(write(tmp_path / "new", new))), "terminal",
+                  width=width)
+    assert "…" not in text
+    # the name wraps inside its column: its pieces, joined, give it back whole
+    column = [line[10:].rstrip() for line in text.splitlines() if line.startswith(("      ", " +  test ", " -  test "))]
+    assert long in "".join(column).replace(" ", "") or long in text

@@ -44,19 +44,24 @@ def repo(tmp_path: Path) -> Path:
 
 def test_git_revisions_markdown(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "review.md"
-    code = main(["review", "HEAD~1:configs/", "HEAD:configs", "--repo", str(repo), "--format", "markdown", "-o", str(out)])
+    code = main(["review", "HEAD~1:configs/", "HEAD:configs", "--repo", str(repo), "--format", "markdown", "--out", str(out)])
     assert code == 0
     md = out.read_text()
-    assert "| `TestA::test_one` | changed: mode, reason | mandatory_success → skip |" in md
+    assert "| ~✖ | `TestA::test_one` | changed: mode, reason | mandatory_success → skip |" in md
     assert "Crashes since the upgrade. (was: Green on the backend.)" in md
-    assert "evidence" in md and "a.yaml:7" in md
+    assert "| new a.yaml:7 / old a.yaml:7 |" in md
+    # the ten-second summary comes first, then the lost tests, then the legend
+    lines = md.splitlines()
+    assert lines[2] == "**2 of 2 mandatory_success test(s) lose that mode; 0 added, 0 removed, 2 changed test(s) in 1 file(s)**"
+    assert lines[4].startswith("> ✖ **mandatory_success lost (2)**: `${TORCH_ROOT}/test/test_a.py::TestA::test_one`")
+    assert lines[6].startswith("<sub>Legend: ")
     assert (repo / "configs" / "a.yaml").read_text().count("Work in progress.") == 1  # work tree untouched
     assert git(repo, "status", "--porcelain").strip() == "M configs/a.yaml"
 
 
 def test_revision_against_work_tree_html(repo: Path, tmp_path: Path) -> None:
     out = tmp_path / "review.html"
-    assert main(["review", "HEAD:configs", str(repo / "configs"), "--repo", str(repo), "--format", "html", "-o", str(out)]) == 0
+    assert main(["review", "HEAD:configs", str(repo / "configs"), "--repo", str(repo), "--format", "html", "--out", str(out)]) == 0
     page = out.read_text()
     HTMLParser().feed(page)
     assert "skip → xfail" in page and "Work in progress." in page
@@ -97,6 +102,6 @@ def test_rerun_is_byte_identical(repo: Path, tmp_path: Path) -> None:
     outs = []
     for i in range(2):
         out = tmp_path / f"r{i}.html"
-        assert main(["review", "HEAD~1:configs", "HEAD:configs", "--repo", str(repo), "--format", "html", "-o", str(out)]) == 0
+        assert main(["review", "HEAD~1:configs", "HEAD:configs", "--repo", str(repo), "--format", "html", "--out", str(out)]) == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]

@@ -128,3 +128,136 @@ def test_schema_is_json_schema_of_the_document(capsys: pytest.CaptureFixture[str
     modes = schema["$defs"]["TestEntry"]["properties"]["mode"]["enum"]
     assert modes == ["mandatory_success", "xfail", "xfail_strict", "skip"]
     assert "global" in schema["$defs"]["SuiteConfig"]["properties"]
+
+
+# --- instantiated names: the generic name to write, from what is known ---------------------
+UPSTREAM_OPS = '''\
+import torch
+from torch.testing._internal.common_utils import TestCase, parametrize
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops, dtypes
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_modules import module_db, modules
+
+
+class _OutChecks:
+    @ops(op_db)
+    def test_out_argument(self, device, dtype, op):
+        pass
+
+
+class TestCommon(_OutChecks, TestCase):
+    @ops(op_db)
+    def test_out_argument_warning(self, device, dtype, op):
+        pass
+
+    @parametrize("x", [1, 2])
+    @dtypes(torch.float32)
+    def test_scale(self, device, dtype, x):
+        pass
+
+
+class TestModule(TestCase):
+    @modules(module_db)
+    def test_forward(self, device, dtype, module_info, training):
+        pass
+
+
+instantiate_device_type_tests(TestCommon, globals())
+instantiate_device_type_tests(TestModule, globals())
+'''
+
+INSTANTIATED = """\
+test_suite_config:
+  files:
+    - path: ${{TORCH_ROOT}}/test/{file}
+      tests:
+        - names: [{name}]
+          mode: skip
+"""
+
+
+@pytest.mark.parametrize(("name", "generic"), [
+    # add is the OpInfo, not part of the test's name (the inherited test is found too)
+    ("TestCommonCPU::test_out_argument_add_cpu_float32", "TestCommon::test_out_argument"),
+    # the longest test the file defines wins: test_out_argument_warning, not test_out_argument
+    ("TestCommonCPU::test_out_argument_warning_nn_functional_relu_cpu_float32", "TestCommon::test_out_argument_warning"),
+    ("TestCommonCPU::test_scale_x_2_cpu_float32", "TestCommon::test_scale"),
+    ("TestModuleCPU::test_forward_nn_BatchNorm1d_train_mode_cpu_float64", "TestModule::test_forward"),
+])
+def test_instantiated_name_gets_generic_name_from_upstream_file(tree: Path, capsys: pytest.CaptureFixture[str],
+                                                                name: str, generic: str) -> None:
+    (tree / "test" / "test_ops_like.py").write_text(UPSTREAM_OPS)
+    cfg = tree / "inst.yaml"
+    cfg.write_text(INSTANTIATED.format(file="test_ops_like.py", name=name))
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}:5:19: name '{name}' is an instantiated name; write the device-generic '{generic}'\n" in err
+
+
+def test_instantiated_name_without_upstream_file_uses_opinfo_names(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tree / "inst.yaml"
+    cfg.write_text(INSTANTIATED.format(file="test_not_here.py", name="TestCommonCPU::test_out_argument_add_cpu_float32"))
+    assert main(["validate", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "write the device-generic 'TestCommon::test_out_argument' ('add' is the OpInfo/ModuleInfo part" in err
+
+
+# --- test paths --------------------------------------------------------------------------------
+PATHS = """\
+test_suite_config:
+  files:
+    - path: {path}
+      tests: []
+"""
+
+
+@pytest.mark.parametrize(("path", "fragments"), [
+    # enough ../ to reach / from any temporary folder (more stop at /)
+    ("${TORCH_ROOT}/" + "../" * 30 + "etc/passwd", ["resolves outside the torch root", "not a Python test file: passwd"]),
+    ("/etc/hostname", ["resolves outside the torch root", "not a Python test file: hostname"]),
+    ("${TORCH_ROOT}/test/helpers.py", ["not a Python test file by name: helpers.py"]),
+    ("${TORCH_ROOT}/test/notes.txt", ["not a Python test file: notes.txt"]),
+])
+def test_paths_outside_root_or_not_test_files_are_rejected(tree: Path, capsys: pytest.CaptureFixture[str], path: str,
+                                                           fragments: list[str]) -> None:
+    for name in ("helpers.py", "notes.txt"):
+        (tree / "test" / name).write_text("")
+    cfg = tree / "paths.yaml"
+    cfg.write_text(PATHS.format(path=path))
+    assert main(["validate", str(cfg)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith(f"{cfg}:3:13: ")]
+    assert len(lines) == len(fragments) and all(any(f in line for line in lines) for f in fragments), lines
+
+
+def test_allow_outside_root(tree: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "test_vendor.py").write_text("def test_x():\n    pass\n")
+    cfg = tree / "paths.yaml"
+    cfg.write_text(PATHS.format(path=elsewhere / "test_vendor.py"))
+    assert main(["validate", str(cfg)]) == 2
+    assert "resolves outside the torch root" in capsys.readouterr().err
+    assert main(["validate", "--allow-outside-root", str(cfg)]) == 0
+
+
+# --- files that say nothing ------------------------------------------------------------------
+@pytest.mark.parametrize(("content", "where", "fragment"), [
+    ("", "1:1", "the file is empty; expected a mapping with the key test_suite_config"),
+    ("\n\n   \n", "1:1", "the file is empty"),
+    ("\n# configs for the backend\n# (none yet)\n", "2:1", "the file holds only comments (2 line(s)), no YAML content"),
+    ("just a string\n", "1:1", "expected a mapping with the key test_suite_config, found the value 'just a string'"),
+    ("- a\n- b\n", "1:1", "found a list"),
+])
+def test_empty_and_comment_only_files_are_explained(tree: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                                    where: str, fragment: str) -> None:
+    cfg = tree / "odd.yaml"
+    cfg.write_text(content)
+    assert main(["validate", str(cfg)]) == 2
+    (line, *_rest) = [x for x in capsys.readouterr().err.splitlines() if x.startswith(str(cfg))]
+    assert line.startswith(f"{cfg}:{where}: ") and fragment in line and "testcurator schema" in line, line
+
+
+def test_key_given_twice(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tree / "twice.yaml"
+    cfg.write_text(GOOD.replace("      unlisted_test_mode: skip\n", "      unlisted_test_mode: skip\n      unlisted_test_mode: xfail\n"))
+    assert main(["validate", str(cfg)]) == 2
+    assert f"{cfg}:12:7: key 'unlisted_test_mode' given twice (first at line 11)" in capsys.readouterr().err

@@ -132,3 +132,24 @@ def test_generic_name_forms(name: str, generic: bool, hint: str | None) -> None:
     assert is_generic_name(name) is generic
     if generic:
         assert instantiated_hint(name) == hint
+
+
+@pytest.mark.parametrize(
+    ("name", "known", "variants", "hint"),
+    [
+        # suffixes only: the OpInfo stays glued to the test name
+        ("TestCommonCPU::test_out_argument_add_cpu_float32", (), (), "TestCommon::test_out_argument_add"),
+        # the upstream file's definitions are exact
+        ("TestCommonCPU::test_out_argument_add_cpu_float32", ("TestCommon::test_out_argument",), (), "TestCommon::test_out_argument"),
+        ("TestFooCPU::test_bar_x_1_cpu_int64", ("TestFoo::test_bar", "TestFoo::test_b"), (), "TestFoo::test_bar"),
+        # OpInfo / ModuleInfo names, longest first; a training-mode tail is not part of the module
+        ("TestCommonCPU::test_out_argument_add_cpu_float32", (), ("add", "d"), "TestCommon::test_out_argument"),
+        ("TestModuleCPU::test_forward_nn_BatchNorm1d_eval_mode_cpu_float32", (), ("nn_BatchNorm1d", "BatchNorm1d"),
+         "TestModule::test_forward"),
+        # a test called test_add is not "test" + the OpInfo add
+        ("TestFooCPU::test_add_cpu_float32", (), ("add",), "TestFoo::test_add"),
+        ("TestFoo::test_bar", ("TestFoo::test_bar",), ("bar",), None),
+    ],
+)
+def test_instantiated_hint_uses_what_is_known(name: str, known: tuple[str, ...], variants: tuple[str, ...], hint: str | None) -> None:
+    assert instantiated_hint(name, known_tests=known, variant_names=variants) == hint

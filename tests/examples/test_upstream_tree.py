@@ -313,7 +313,8 @@ def test_config_edits_name_members_of_the_slices(collected: dict[str, Any], conf
 
 
 def test_config_validates_and_uses_every_feature(monkeypatch: pytest.MonkeyPatch) -> None:
-    from testcurator.config.schema import MODES, ConfigDocument
+    from testcurator.config.schema import ConfigDocument
+    from testcurator.vocab import MODES
 
     monkeypatch.setenv("TORCH_ROOT", str(UPSTREAM))
     text = CONFIG.read_text()

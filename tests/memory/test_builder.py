@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from testcurator.errors import BadInputError, MissingPathError
-from testcurator.memory.api import Memory, build
+from testcurator.memory.api import Memory
+from testcurator.memory.builder import build
 from testcurator.memory.builder import discover
 from testcurator.names import parse_name
 

@@ -58,7 +58,7 @@ def _op_db_loaded() -> None:
 
 
 def read_lines(path: Path) -> dict[str, dict]:
-    return {rec["node_id"].rsplit("::", 1)[1]: rec for rec in map(json.loads, path.read_text().splitlines())}
+    return {rec["nodeid"].rsplit("::", 1)[1]: rec for rec in map(json.loads, path.read_text().splitlines())}
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_capture_then_look_up_tests_for_an_op(captured: Path, tmp_path: Path) ->
     opmap = OpMap(tmp_path / "state")
     opmap.ingest(captured)
     hits = opmap.tests_for("aten::add")
-    assert {h.node_id.rsplit("::", 1)[1] for h in hits} == {"test_op_add_cpu_float32", "test_op_add_cpu_float16"}
+    assert {h.nodeid.rsplit("::", 1)[1] for h in hits} == {"test_op_add_cpu_float32", "test_op_add_cpu_float16"}
     assert all(h.source == "captured" and h.generic == "TestCap::test_op" for h in hits)
     (half,) = opmap.tests_for("aten::add.Tensor", dtype="float16")
     assert half.dtype == "float16" and half.op == "add"
@@ -109,7 +109,7 @@ def test_collect_only_writes_static_map(pytester: pytest.Pytester, tmp_path: Pat
     opmap = OpMap(tmp_path)
     assert opmap.ingest(pytester.path / "static.jsonl").static == 9
     hits = opmap.tests_for("aten::add", dtype="float32")
-    assert [(h.node_id.rsplit("::", 1)[1], h.source) for h in hits] == [("test_op_add_cpu_float32", "static")]
+    assert [(h.nodeid.rsplit("::", 1)[1], h.source) for h in hits] == [("test_op_add_cpu_float32", "static")]
     opmap.close()
 
 
@@ -147,7 +147,7 @@ def test_xdist_workers_write_parts_that_ingest_reads(pytester: pytest.Pytester, 
     assert parts == ["ops.jsonl.gw0", "ops.jsonl.gw1"]
     opmap = OpMap(tmp_path)
     assert opmap.ingest(pytester.path / "ops.jsonl").captured == 4
-    assert len({h.node_id for h in opmap.tests_for("aten::sum")}) == 4
+    assert len({h.nodeid for h in opmap.tests_for("aten::sum")}) == 4
     opmap.close()
 
 

@@ -27,7 +27,7 @@ def test_build_then_show(torch_tree: Path, state_dir: Path, capsys: pytest.Captu
 def test_show_json_and_path_qualified_name(torch_tree: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "memory", "build", "--torch-root", str(torch_tree), "--state-dir", str(state_dir), "--no-embed")[0] == 0
     rc, out, _ = run(capsys, "memory", "show", "test/test_views.py::TestViews::test_view_shares_storage",
-                     "--state-dir", str(state_dir), "--json")
+                     "--state-dir", str(state_dir), "--format", "json")
     (record,) = json.loads(out)
     assert rc == 0 and record["defined_in"] == "_ViewChecks" and record["class_bases"] == ["_ViewChecks", "TestCase"]
     assert record["ops"] is None and record["summary_author"] == "offline"
@@ -35,7 +35,7 @@ def test_show_json_and_path_qualified_name(torch_tree: Path, state_dir: Path, ca
 
 def test_build_json_stats(torch_tree: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "memory", "build", "--torch-root", str(torch_tree), "--state-dir", str(state_dir),
-                     "--no-embed", "--json", "--files", "test/linalg/*.py")
+                     "--no-embed", "--format", "json", "--files", "test/linalg/*.py")
     stats = json.loads(out)
     assert rc == 0 and stats["files_total"] == 1 and stats["tests_total"] == 3 and stats["embed"] is None
 
@@ -107,11 +107,12 @@ def test_build_on_corrupt_memory_needs_rebuild(torch_tree: Path, state_dir: Path
 
 def test_show_includes_captured_ops_when_an_op_map_exists(torch_tree: Path, state_dir: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from testcurator.memory.opmap import OpMap, OpRecord
+    from testcurator.memory.opmap import OpMap
+    from testcurator.plugin.oprecord import OpRecord
 
     run(capsys, "memory", "build", "--torch-root", str(torch_tree), "--state-dir", str(state_dir), "--no-embed")
     opmap = OpMap(state_dir)
-    opmap.ingest_static([OpRecord(node_id="test/test_views.py::TestDeviceViewsCPU::test_narrow_cpu_float32",
+    opmap.ingest_static([OpRecord(nodeid="test/test_views.py::TestDeviceViewsCPU::test_narrow_cpu_float32",
                                   generic="TestDeviceViews::test_narrow", source="static",
                                   aten=("aten::narrow", "aten::zeros"))])
     opmap.close()

@@ -4,14 +4,15 @@ import textwrap
 
 import pytest
 
-from testcurator.memory.index import FileIndex, TestRecord, parse_source
+from testcurator.memory.collect import FileIndex, IndexedTest
+from testcurator.memory.index import parse_source
 
 
 def index(src: str) -> FileIndex:
     return parse_source(textwrap.dedent(src).encode(), "test_x.py")
 
 
-def by_generic(ix: FileIndex) -> dict[str, TestRecord]:
+def by_generic(ix: FileIndex) -> dict[str, IndexedTest]:
     return {t.generic: t for t in ix.tests}
 
 

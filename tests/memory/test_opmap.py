@@ -10,7 +10,9 @@ import pytest
 
 from testcurator.cli.main import main
 from testcurator.errors import BadInputError, MemoryStoreError, MissingPathError
-from testcurator.memory.opmap import OpMap, OpRecord, normalize_op, op_base
+from testcurator.memory.opmap import OpMap
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.vocab import normalize_op, op_base
 
 
 def rec(node: str, generic: str, dtype: str | None, aten: tuple[str, ...], source: str = "captured",
@@ -75,7 +77,7 @@ def test_normalize_op(name: str, normalized: str, base: str) -> None:
 )
 def test_tests_for(opmap: OpMap, query: str, dtype: str | None, expected: set[tuple[str, str]]) -> None:
     hits = opmap.tests_for(query, dtype=dtype)
-    assert {(h.node_id.rsplit("::", 1)[1], h.source) for h in hits} == expected
+    assert {(h.nodeid.rsplit("::", 1)[1], h.source) for h in hits} == expected
 
 
 def test_hit_carries_identity_and_matching_overloads(opmap: OpMap) -> None:
@@ -91,14 +93,14 @@ def test_ops_for_test(opmap: OpMap) -> None:
     assert "aten::sum" not in uses
 
 
-def test_reingest_replaces_by_node_id(opmap: OpMap, tmp_path: Path) -> None:
+def test_reingest_replaces_by_nodeid(opmap: OpMap, tmp_path: Path) -> None:
     before = opmap.counts()
     opmap.ingest(write_jsonl(tmp_path / "again.jsonl", RECORDS))
     assert opmap.counts() == before
     changed = rec("t.py::TestBarCPU::test_sum_cpu", "TestBar::test_sum", None, ("aten::mul.Tensor",))
     opmap.ingest(write_jsonl(tmp_path / "changed.jsonl", [changed]))
     assert opmap.tests_for("aten::add_") == []
-    assert [h.node_id for h in opmap.tests_for("aten::mul")] == ["t.py::TestBarCPU::test_sum_cpu"]
+    assert [h.nodeid for h in opmap.tests_for("aten::mul")] == ["t.py::TestBarCPU::test_sum_cpu"]
 
 
 def test_ingest_reads_worker_parts(tmp_path: Path) -> None:
@@ -126,8 +128,8 @@ def test_bad_line_names_file_and_line(tmp_path: Path) -> None:
     ("line", "message"),
     [
         ({"generic": "A::b", "source": "captured"}, "missing field"),
-        ({"node_id": "x", "generic": "A::b", "source": "guessed"}, "source must be one of"),
-        ({"node_id": "x", "generic": "A::b", "source": "static", "aten": "aten::add"}, "aten must be a list"),
+        ({"nodeid": "x", "generic": "A::b", "source": "guessed"}, "source must be one of"),
+        ({"nodeid": "x", "generic": "A::b", "source": "static", "aten": "aten::add"}, "aten must be a list"),
         ([1, 2], "expected a JSON object"),
     ],
 )
@@ -197,9 +199,9 @@ def test_cli_ingest_and_tests_for(tmp_path: Path, capsys: pytest.CaptureFixture[
     state = str(tmp_path / "state")
     assert main(["ops", "ingest", str(path), "--state-dir", state]) == 0
     assert "5 record(s)" in capsys.readouterr().out
-    assert main(["ops", "tests-for", "aten::add", "--dtype", "float16", "--state-dir", state, "--json"]) == 0
+    assert main(["ops", "tests-for", "aten::add", "--dtype", "float16", "--state-dir", state, "--format", "json"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [h["node_id"] for h in hits] == ["t.py::TestFooCPU::test_fn_add_cpu_float16"]
+    assert [h["nodeid"] for h in hits] == ["t.py::TestFooCPU::test_fn_add_cpu_float16"]
     assert main(["ops", "for-test", "TestBar::test_sum", "--state-dir", state]) == 0
     assert capsys.readouterr().out.split() == ["aten::add_.Tensor", "captured", "1", "aten::sum", "captured", "1"]
     assert main(["ops", "ingest", str(tmp_path / "missing.jsonl"), "--state-dir", state]) == 2

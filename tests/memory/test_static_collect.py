@@ -46,7 +46,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     (root / "test").mkdir()
     (root / "test" / "test_static.py").write_text(TREE)
     state = root / ".state"
-    rc = main(["memory", "build", "--torch-root", str(root), "--state-dir", str(state), "--no-embed", "--collect", "--json"])
+    rc = main(["memory", "build", "--torch-root", str(root), "--state-dir", str(state), "--no-embed", "--collect", "--format", "json"])
     assert rc == 0
     return root, state, {}
 
@@ -68,7 +68,7 @@ def test_collected_instances_match_pytest_collect_only(built: tuple[Path, Path, 
     assert expected == {"test_op": 4, "test_grid": 6, "test_plain": 1}
     for test, count in expected.items():
         capsys.readouterr()
-        assert main(["memory", "show", f"TestStatic::{test}", "--state-dir", str(state), "--json"]) == 0
+        assert main(["memory", "show", f"TestStatic::{test}", "--state-dir", str(state), "--format", "json"]) == 0
         record = json.loads(capsys.readouterr().out)[0]
         assert sum(len(v) for v in record["collected"].values()) == count
 
@@ -76,7 +76,7 @@ def test_collected_instances_match_pytest_collect_only(built: tuple[Path, Path, 
 def test_static_op_map_answers_before_execution(built: tuple[Path, Path, dict], capsys: pytest.CaptureFixture[str]) -> None:
     _, state, _ = built
     capsys.readouterr()
-    assert main(["ops", "tests-for", "aten::abs", "--dtype", "int64", "--state-dir", str(state), "--json"]) == 0
+    assert main(["ops", "tests-for", "aten::abs", "--dtype", "int64", "--state-dir", str(state), "--format", "json"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [h["node_id"].rsplit("::", 1)[1] for h in hits] == ["test_op_abs_cpu_int64"]
+    assert [h["nodeid"].rsplit("::", 1)[1] for h in hits] == ["test_op_abs_cpu_int64"]
     assert all(h["source"] == "static" for h in hits)

@@ -137,7 +137,18 @@ def copy_example_tree(dest: Path) -> Path:
 _SECTIONS = {
     "ScopeAnswer": re.compile(r"Candidate paths of the upstream test tree:\n(.*)\n\nDecide for every", re.DOTALL),
     "BucketAnswer": re.compile(r"(?:Tests to decide|Tests with their earlier decision and device results):\n(.*)\n\nDecide the mode", re.DOTALL),
+    "SummaryAnswer": re.compile(r"^Tests:\n(.*)\n\nSummarise every test above", re.DOTALL),
 }
+
+
+def answer_kind(body: dict[str, Any]) -> str:
+    """The answer model a request asks for: named by a json_schema response_format, else
+    recognised from the prompt (JSON mode and plain text do not name it)."""
+    named = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+    if named:
+        return str(named)
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+    return next((kind for kind, pattern in _SECTIONS.items() if pattern.search(user)), "")
 
 
 @dataclass
@@ -185,9 +196,10 @@ class AnsweringOpenAI(FakeOpenAI):
         with self._fault_lock:
             self.faults.clear()
         self.policy = policy or Policy()
+        self.reject_formats = {}
 
     def _next(self, body: dict[str, Any]) -> Reply | Status | None:
-        kind = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+        kind = answer_kind(body)
         with self._lock:
             self.requests.append(body)
             self.kinds.append(kind)
@@ -206,6 +218,9 @@ class AnsweringOpenAI(FakeOpenAI):
         items = json.loads(match.group(1))
         if kind == "ScopeAnswer":
             return {"decisions": [self.policy.scope_item(c) for c in items]}
+        if kind == "SummaryAnswer":
+            return {"summaries": [{"test": i["test"], "reasoning": "read the source",
+                                   "summary": f"fake-llm summary of {i['test']}"} for i in items]}
         return {"decisions": [self.policy.bucket_item(i) for i in items]}
 
 
@@ -219,13 +234,14 @@ def llm_server() -> Iterator[AnsweringOpenAI]:
 
 
 # ---------------------------------------------------------------------------------------
-def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 1.0, max_retries: int = 1) -> None:
-    """Short client timeout and few retries for every ``--brain llm`` run (the CLI has no flags
-    for them; a real endpoint keeps the defaults)."""
+def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 1.0, max_retries: int = 1, summaries: bool = False) -> None:
+    """Short client timeout, few and fast retries, one request at a time (scripted faults
+    arrive in order) for every ``--brain llm`` run; summaries only where a test asks."""
     original = LLMSettings.from_env.__func__  # type: ignore[attr-defined]
 
     def from_env(cls: type[LLMSettings], env: Any = None, **overrides: Any) -> LLMSettings | None:
-        return original(cls, env, **{"timeout": timeout, "max_retries": max_retries, **overrides})
+        return original(cls, env, **{"timeout": timeout, "max_retries": max_retries, "retry_backoff": 0.05,
+                                     "concurrency": 1, "summaries": summaries, **overrides})
 
     mp.setattr(LLMSettings, "from_env", classmethod(from_env))
 

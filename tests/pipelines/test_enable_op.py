@@ -71,15 +71,15 @@ test_suite_config:
 """
 # The op map: static OpInfo instances, and what the CPU capture saw.
 RECORDS = [
-    {"node_id": f"{OPS}::TestCommonCPU::test_out_argument_matmul_cpu_float32", "generic": "TestCommon::test_out_argument",
+    {"nodeid": f"{OPS}::TestCommonCPU::test_out_argument_matmul_cpu_float32", "generic": "TestCommon::test_out_argument",
      "source": "static", "op": "matmul", "dtype": "float32"},
-    {"node_id": f"{OPS}::TestCommonCPU::test_compare_cpu_matmul_cpu_float32", "generic": "TestCommon::test_compare_cpu",
+    {"nodeid": f"{OPS}::TestCommonCPU::test_compare_cpu_matmul_cpu_float32", "generic": "TestCommon::test_compare_cpu",
      "source": "static", "op": "matmul", "dtype": "float32"},
-    {"node_id": f"{OPS}::TestCommonCPU::test_compare_cpu_mul_cpu_float32", "generic": "TestCommon::test_compare_cpu",
+    {"nodeid": f"{OPS}::TestCommonCPU::test_compare_cpu_mul_cpu_float32", "generic": "TestCommon::test_compare_cpu",
      "source": "static", "op": "mul", "dtype": "float32"},
-    {"node_id": f"{NN}::TestModuleCPU::test_repr_nn_Linear_cpu_float32", "generic": "TestModule::test_repr",
+    {"nodeid": f"{NN}::TestModuleCPU::test_repr_nn_Linear_cpu_float32", "generic": "TestModule::test_repr",
      "source": "captured", "aten": ["aten::dot", "aten::addmv"]},
-    {"node_id": f"{NN}::TestModuleCPU::test_cpu_gpu_parity_nn_Linear_cpu_float32", "generic": "TestModule::test_cpu_gpu_parity",
+    {"nodeid": f"{NN}::TestModuleCPU::test_cpu_gpu_parity_nn_Linear_cpu_float32", "generic": "TestModule::test_cpu_gpu_parity",
      "source": "captured", "aten": ["aten::dot"]},
 ]
 

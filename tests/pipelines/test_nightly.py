@@ -138,12 +138,18 @@ def test_report_counts_match_the_configs(first: Run) -> None:
     assert report["brains"] == {"offline": len(first.entries)}
     assert sorted(report["emit"]["written"]) == sorted(r for r in first.configs if r.endswith(".yaml"))
     # The markdown says the same.
-    head = re.search(r"\*\*(\d+) tests decided\*\* \(bucket stage\): (.*)", first.markdown)
+    head = re.search(r"^- (\d+) tests decided \(bucket stage\): (.*)$", first.markdown, re.M)
     assert head is not None and int(head.group(1)) == len(first.entries)
     assert head.group(2) == ", ".join(f"{m} {totals.get(m, 0)}" for m in MODES)
     for rel, counts in by_file.items():
-        row = f"| {rel} | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |"
+        config = f"configs/{rel.removesuffix('.py')}.yaml"
+        row = f"| {rel} | [{config}]({config}) | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |"
         assert row in first.markdown
+    # The run's identity, and its command and exit code once the command ended.
+    assert report["run"]["torch_version"] and report["run"]["upstream_revision"]
+    assert report["run"]["command"].startswith("testcurator run --torch-root ") and report["run"]["exit_code"] == 0
+    md = first.markdown
+    assert md.index("| scope |") < md.index("| memory |") < md.index("| bucket |") < md.index("| emit |") < md.index("| **total** |")
 
 
 def test_scope_drops_what_the_profile_does_not_hook(first: Run) -> None:

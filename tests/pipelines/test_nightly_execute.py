@@ -201,3 +201,31 @@ def test_resuming_a_finished_run_changes_nothing(kit: ModuleType, tree: Tree, re
 
 def test_kill_leaves_no_test_process(killed: Killed) -> None:
     assert killed.orphans == []
+
+
+# --- the measured brain ----------------------------------------------------------------------
+def test_report_judges_the_pre_execution_decisions(reference: Done) -> None:
+    result = reference.report["eval"]
+    assert list(result["sources"]) == ["offline (this run)"]  # an offline run: stored == offline
+    total = result["sources"]["offline (this run)"]["total"]
+    bucketed = sum(len(json.loads(f.read_text())["decisions"]) for f in (reference.run_dir / "bucket").glob("*.json"))
+    assert total["decided"] == bucketed > 0
+    assert total["held"] > 0 and total["not_run"] > 0  # the draft does not run skipped tests
+    assert "## Brains measured against execution" in reference.markdown
+    assert "| mandatory_success |" in reference.markdown
+
+
+def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: Done,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    before = reference.report["eval"]["sources"]["offline (this run)"]["total"]
+    capsys.readouterr()
+    assert kit.main(["eval", str(reference.run_dir), "--run-unrun", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["sources"]) == {"stored", "offline"}
+    stored, offline = result["sources"]["stored"], result["sources"]["offline"]
+    assert stored == offline  # the offline brain asked again decides as the run did
+    assert stored["total"]["not_run"] < before["not_run"]  # skipped tests now have results
+    assert stored["per_mode"]["skip"]["decided"] == stored["per_mode"]["skip"]["held"] + stored["per_mode"]["skip"][
+        "lost_coverage"] + stored["per_mode"]["skip"]["flaky"] + stored["per_mode"]["skip"]["not_run"]
+    assert (reference.run_dir / "eval" / "exec" / "results.jsonl").exists()
+    assert kit.main(["eval", str(reference.run_dir), "--source", "oracle"]) == 2

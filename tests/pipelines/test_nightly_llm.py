@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from fake_openai import Status, delayed, malformed
+from fake_openai import LLAMA_CPP_PYTHON_REJECTS, Status, delayed, format_mode, malformed
 from testcurator.agents import rails
 from testcurator.agents.brain import (
     BackendContext,
@@ -56,13 +56,13 @@ class LLMRun:
 
 
 def _run(kit: ModuleType, server: Any, root: Path, name: str, model: str, *, out: Path | None = None,
-         state: Path | None = None) -> LLMRun:
+         state: Path | None = None, base_url: str | None = None, embed: bool = False) -> LLMRun:
     tree, backend = root / "upstream", root / "backend" / "backend.yaml"
     out = out or root / f"out-{name}"
     state = state or root / f"state-{name}"
     before = len(server.requests)
-    rc = kit.run_cli(tree, backend, out, state, "--brain", "llm", "--no-execute", "--no-embed", "--no-capture-ops",
-                     "--llm-base-url", server.base_url, "--llm-model", model)
+    rc = kit.run_cli(tree, backend, out, state, "--brain", "llm", "--no-execute", "--embed" if embed else "--no-embed",
+                     "--no-capture-ops", "--llm-base-url", base_url or server.base_url, "--llm-model", model)
     done = rc == 0
     return LLMRun(root, out, state, model, rc, len(server.requests) - before, server.kinds[before:],
                   kit.read_report(out) if done else {},
@@ -109,6 +109,9 @@ def test_valid_answers_become_the_configs(kit: ModuleType, valid: tuple[LLMRun, 
     assert not scope["test/distributed"]["keep"] and scope["test/distributed"]["reason"] == "fake-llm drops test/distributed"
     assert not any(path.startswith("test/distributed") for path in run.configs)
     assert "llm 5" in run.markdown and "calls 3" in run.markdown
+    llm = run.report["llm"]
+    assert llm["mode"] == "json_schema" and llm["llm_share"] == 1.0 and llm["down"] is None
+    assert "structured output **json_schema**" in run.markdown and "LLM share of decisions: **100%**" in run.markdown
 
 
 def test_rerun_over_unchanged_inputs_makes_no_call(kit: ModuleType, valid: tuple[LLMRun, LLMRun]) -> None:
@@ -224,9 +227,21 @@ def test_rejected_answers_are_not_asked_again(railed: tuple[LLMRun, LLMRun]) -> 
     assert rerun.configs == first.configs
 
 
-def test_report_names_what_the_rails_rejected(railed: tuple[LLMRun, LLMRun]) -> None:
-    text = json.dumps(railed[0].report)
-    assert OUTSIDE in text and NOT_A_TEST in text
+def test_rejected_answers_are_one_line_and_their_text_only_in_the_audit_log(railed: tuple[LLMRun, LLMRun]) -> None:
+    """Issue 9: the reason names the failed rule in one line; what the model wrote (an
+    invented test, a path outside the tree) is in the run's audit log, never in configs/."""
+    run = railed[0]
+    for path, data in run.configs.items():
+        text = data.decode()
+        assert OUTSIDE not in text and NOT_A_TEST not in text and "etc/passwd" not in text, path
+    assert OUTSIDE not in run.markdown and NOT_A_TEST not in run.markdown
+    reshape = run.entries["test/test_small_views.py::TestSmallViews::test_reshape_numel"]
+    assert reshape.reason is not None and "\n" not in reshape.reason
+    assert "rail missing: no decision for this request" in reshape.reason
+    assert "the answer named 1 name not asked about (rail unknown_test)" in reshape.reason
+    audit = (run.state / "llm_audit.jsonl").read_text(encoding="utf-8")
+    assert OUTSIDE in audit and NOT_A_TEST in audit
+    assert run.report["llm"]["audit_records"] >= 4 and "llm_audit.jsonl" in run.markdown
 
 
 def test_rails_accept_a_module_exclusion_that_explains_the_failures() -> None:
@@ -235,3 +250,89 @@ def test_rails_accept_a_module_exclusion_that_explains_the_failures() -> None:
                                    ExecutionRecord("v-relu", ("passed",), module="nn.ReLU")))
     decision = Decision("TestModule::test_forward", "mandatory_success", "why", (), "offline", None, exclude_modules=("nn.Linear",))
     assert rails.check_bucket([decision], [request], {"TestModule::test_forward"}, BackendContext("dev", "dev")) == []
+
+
+@pytest.fixture(scope="module")
+def negotiated(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) -> LLMRun:
+    """A server that refuses json_schema the way llama-cpp-python's does (HTTP 500)."""
+    llm_server.reset(kit.Policy(modes=dict(VALID_MODES)))
+    llm_server.reject_formats = {"json_schema": LLAMA_CPP_PYTHON_REJECTS}
+    before = len(llm_server.rejected)
+    run = _run(kit, llm_server, small, "negotiated", "fake-negotiated")
+    run.rejected = len(llm_server.rejected) - before  # type: ignore[attr-defined]
+    run.modes = [format_mode(b) for b in llm_server.requests[-run.requests:]]  # type: ignore[attr-defined]
+    return run
+
+
+def test_a_refused_format_is_negotiated_down_not_fatal(kit: ModuleType, negotiated: LLMRun) -> None:
+    run = negotiated
+    assert run.rc == 0
+    assert run.rejected == 1  # once per endpoint and run: the mode is remembered
+    assert run.modes == ["json_object_schema"] * 3
+    assert run.report["brains"] == {"llm": 5}
+    llm = run.report["llm"]
+    assert llm["mode"] == "json_object_schema" and llm["usage"]["downshifts"] == 1
+    assert "json_schema -> json_object_schema" in llm["negotiation"][0]
+    assert "structured output **json_object_schema** (negotiated: json_schema -> json_object_schema" in run.markdown
+    assert kit.main(["validate", str(run.out / "configs"), "--torch-root", str(run.root / "upstream")]) == 0
+
+
+@pytest.fixture(scope="module")
+def down(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) -> LLMRun:
+    """Nothing listens at the endpoint: retried with backoff, then the offline brain."""
+    return _run(kit, llm_server, small, "down", "fake-down", base_url="http://127.0.0.1:9/v1")
+
+
+def test_an_endpoint_that_is_down_leaves_the_offline_brain_deciding(kit: ModuleType, down: LLMRun) -> None:
+    assert down.rc == 0 and down.requests == 0
+    assert down.report["brains"] == {"llm->offline": 5}
+    llm = down.report["llm"]
+    assert llm["down"] and llm["llm_share"] == 0.0 and llm["usage"]["calls"] == 0
+    assert llm["usage"]["transport_retries"] == 2  # the first two requests, one retry each; then none
+    assert "**endpoint down**" in down.markdown and "LLM share of decisions: **0%**" in down.markdown
+    for key, entry in down.entries.items():
+        assert entry.reason is not None and "llm answer rejected: endpoint" in entry.reason, key
+    assert kit.main(["validate", str(down.out / "configs"), "--torch-root", str(down.root / "upstream")]) == 0
+
+
+@pytest.fixture(scope="module")
+def summarized(kit: ModuleType, llm_server: Any, small: Path) -> tuple[LLMRun, LLMRun, ModuleType]:
+    """The LLM brain writes the memory's summaries (embedded); an offline run drops them."""
+    llm_server.reset(kit.Policy(modes=dict(VALID_MODES)))
+    with pytest.MonkeyPatch.context() as mp:
+        kit.fast_llm_settings(mp, timeout=5.0, max_retries=1, summaries=True)
+        first = _run(kit, llm_server, small, "summaries", "fake-summaries", embed=True)
+        again = first.again(kit, llm_server)
+    return first, again, kit
+
+
+def _summary(state: Path, test: str) -> tuple[str, str]:
+    from testcurator.memory.api import Memory
+
+    with Memory.open(state) as memory:
+        stored = memory.require_test(test)[0]
+    return stored.summary, stored.summary_author
+
+
+def test_llm_summaries_are_written_cached_embedded_and_shown(summarized: tuple[LLMRun, LLMRun, ModuleType],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    first, again, kit = summarized
+    assert first.rc == 0
+    assert first.kinds.count("SummaryAnswer") == 2  # one per kept file
+    assert _summary(first.state, "TestSmallMath::test_add_float") == (
+        "fake-llm summary of TestSmallMath::test_add_float", "llm:fake-summaries")
+    assert again.rc == 0 and again.requests == 0  # cached by content, prompt and model
+    capsys.readouterr()
+    assert kit.main(["memory", "show", "TestSmallMath::test_add_float", "--state-dir", str(first.state)]) == 0
+    assert "summary (llm:fake-summaries): fake-llm summary of TestSmallMath::test_add_float" in capsys.readouterr().out
+    # The embeddings hold the model's text: a query for its words finds that test first.
+    from testcurator.memory.api import Memory
+
+    with Memory.open(first.state) as memory:
+        hit = memory.query("fake-llm summary of TestSmallViews::test_reshape_numel", k=1)[0]
+    assert hit.tests[0].generic == "TestSmallViews::test_reshape_numel"
+    # The offline brain reads offline summaries again, whatever ran before.
+    tree, backend = first.root / "upstream", first.root / "backend" / "backend.yaml"
+    assert kit.run_cli(tree, backend, first.root / "out-offline", first.state, "--no-execute", "--no-capture-ops") == 0
+    text, author = _summary(first.state, "TestSmallMath::test_add_float")
+    assert author == "offline" and "fake-llm" not in text

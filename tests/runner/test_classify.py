@@ -10,7 +10,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from testcurator.runner.classify import FAILURE_CLASSES, classify, focus_text
+from testcurator.runner.classify import classify, focus_text
+from testcurator.vocab import FAILURE_CLASSES
 
 
 def _raise_text(fn: Callable[[], object]) -> str:

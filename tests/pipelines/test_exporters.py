@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from testcurator.cli.main import main
-from testcurator.config.collect import CollectedTest
-from testcurator.config.exporters import export_disabled_tests, format_key, key_matches, parse_key, sanitized_name
+from testcurator.runner.collect import CollectedTest
+from testcurator.pipelines.exporters import export_disabled_tests, format_key, key_matches, parse_key, sanitized_name
 from testcurator.errors import BadInputError
 
 UPSTREAM = textwrap.dedent(

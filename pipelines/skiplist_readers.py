@@ -1,6 +1,6 @@
 """Readers of other teams' skip lists, as data: an intel/torch-xpu-ops style ``skip_dict``
 (read with ``ast``, never executed) and PyTorch's disabled-tests JSON. The formats and how
-their patterns are matched are described in :mod:`testcurator.config.importers`.
+their patterns are matched are described in :mod:`testcurator.pipelines.importers`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from testcurator.config.exporters import parse_key
 from testcurator.errors import BadInputError, ConfigError, Location, Problem
+from testcurator.pipelines.exporters import parse_key
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,15 @@ Two formats:
   any of whose keywords (test name, class, module, folder, marker names) contains it,
   case-insensitively. ``None`` means "run the whole file". Keys name their wrapper files
   (``test_torch_xpu.py``); the upstream file is the key without ``strip_suffix``.
-* PyTorch's disabled-tests JSON (see :mod:`testcurator.config.exporters` for its rule).
+* PyTorch's disabled-tests JSON (see :mod:`testcurator.pipelines.exporters` for its rule).
 
-Both are matched against the real collected tests (:mod:`testcurator.config.collect`), and
+Both are matched against the real collected tests (:mod:`testcurator.runner.collect`), and
 each match becomes an entry naming generic tests: a generic test all of whose instances
 matched gets ``mode``; when only some did, and ``mode`` is skip, a ``dtypes``/``ops``
 exclusion expresses exactly those instances (checked with the plugin's own edit logic),
 else the whole test gets ``mode`` and the report calls it *widened*. Tests no pattern
 matched keep ``unlisted_test_mode`` (default mandatory_success: the list said "run").
-Both formats are read by :mod:`testcurator.config.skiplist_readers`.
+Both formats are read by :mod:`testcurator.pipelines.skiplist_readers`.
 """
 
 from __future__ import annotations
@@ -29,20 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from testcurator.config.collect import CollectedTest, collect
 from testcurator.config.editor import ConfigEditor, EntrySpec
-from testcurator.config.exporters import key_matches, parse_key
-# The readers live in config/skiplist_readers.py; re-exported here, where callers import them.
-from testcurator.config.skiplist_readers import Pattern, SourceFile, read_disabled_tests, read_skip_list, upstream_path
 from testcurator.errors import BadInputError
 from testcurator.names import split_device_class
-
-__all__ = [
-    "DisabledKeyMatcher", "ImportReport", "Matcher", "Pattern", "PatternRow", "SourceFile", "SubstringMatcher",
-    "config_name", "exclusion_edit", "import_disabled_tests", "import_skip_list", "match_patterns", "plan_entries",
-    "read_disabled_tests", "read_skip_list", "report_markdown", "upstream_path",
-]
-
+from testcurator.pipelines.exporters import key_matches, parse_key
+from testcurator.pipelines.skiplist_readers import Pattern, read_disabled_tests, read_skip_list
+from testcurator.runner.collect import CollectedTest, collect
 
 @dataclass(frozen=True)
 class PatternRow:

@@ -21,6 +21,7 @@ from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile, load_config
 from testcurator.pipelines.emit import entry_for, fingerprint
 from testcurator.runner.records import TestRecord
+from testcurator.vocab import TestKey
 
 
 @dataclass
@@ -31,7 +32,7 @@ class RebucketResult:
 
 
 def _file_for(config: LoadedConfig, nodeid: str) -> ResolvedFile | None:
-    parts = Path(nodeid.split("::", 1)[0]).parts
+    parts = Path(TestKey.parse(nodeid).file).parts
     for file in config.files:
         if file.resolved_path.parts[-len(parts):] == parts:
             return file

@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 
 from testcurator.cli.main import main
-from testcurator.config.collect import CollectedTest, collect
-from testcurator.config.importers import (
-    import_disabled_tests,
-    import_skip_list,
-    read_skip_list,
-    report_markdown,
-    upstream_path,
-)
+from testcurator.runner.collect import CollectedTest, collect
+from testcurator.pipelines.importers import import_disabled_tests, import_skip_list, report_markdown
+from testcurator.pipelines.skiplist_readers import read_skip_list, upstream_path
 from testcurator.config.loader import load_config
 from testcurator.errors import BadInputError, ConfigError
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.agents.discover import discover_ops
+from testcurator.memory.discover import discover_ops
 from testcurator.errors import MissingPathError
 
 CPP = """\

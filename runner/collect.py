@@ -2,13 +2,10 @@
 
 Importers and exporters need the real instantiated tests (``TestFooCPU::test_bar_cpu_float32``)
 to say what a name or a pattern stands for. Collection runs in a child ``pytest
---collect-only`` with this module loaded as a plugin (``-p testcurator.config.collect``),
+--collect-only`` with the collection plugin loaded (``-p testcurator.plugin.collect``),
 never in-process: upstream test modules mutate global state at import, and a broken file
-must not take the caller down. The plugin writes one JSON record per item.
-
-Each record also carries the item's keywords, the names ``pytest -k`` matches against
-(every node name in the item's chain but the session's, plus marker names), so a
-substring pattern is matched the way pytest applies it.
+must not take the caller down. The plugin writes one JSON record per item (with its
+keywords, so a substring pattern is matched the way ``pytest -k`` applies it).
 """
 
 from __future__ import annotations
@@ -16,18 +13,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from testcurator.errors import BadInputError, ExecutionError
+from testcurator.plugin.collect import OUT_OPTION
+from testcurator.runner.command import pytest_argv
+from testcurator.vocab import join_name
 
-OUT_OPTION = "--curate-collect-out"
 COLLECT_TIMEOUT_S = 900
 
 
@@ -49,44 +44,9 @@ class CollectedTest:
     @property
     def instance(self) -> str:
         """``TestFooCPU::test_bar_cpu_float32`` (the class-qualified instantiated name)."""
-        return f"{self.cls}::{self.name}" if self.cls else self.name
+        return join_name(self.cls, self.name)
 
 
-# --- the plugin side (runs inside the child pytest) -------------------------------------
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(OUT_OPTION, dest="curate_collect_out", default=None, help="write collected items as JSON lines")
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    out = session.config.getoption("curate_collect_out")
-    if not out:
-        return
-    records = [_record(item) for item in session.items]
-    Path(out).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), encoding="utf-8")
-
-
-def _record(item: pytest.Item) -> dict[str, Any]:
-    from testcurator.plugin.curate import item_identity
-
-    ident = item_identity(item)
-    cls = getattr(item, "cls", None)
-    keywords = {node.name for node in item.listchain() if not isinstance(node, pytest.Session)}
-    keywords.update(mark.name for node in item.listchain() for mark in node.own_markers)
-    return {
-        "nodeid": item.nodeid,
-        "file": os.path.realpath(str(item.path)),
-        "cls": cls.__name__ if cls is not None else "",
-        "name": item.name,
-        "generic": ident.generic,
-        "device": ident.device,
-        "dtype": ident.dtype,
-        "op": ident.op_formatted,
-        "module": ident.module,
-        "keywords": sorted(keywords),
-    }
-
-
-# --- the caller side -------------------------------------------------------------------
 def collect(files: Sequence[Path], *, rootdir: Path, env: dict[str, str] | None = None,
             timeout_s: float = COLLECT_TIMEOUT_S) -> list[CollectedTest]:
     """Collect ``files`` (run from ``rootdir``); items sorted by node id."""
@@ -97,9 +57,9 @@ def collect(files: Sequence[Path], *, rootdir: Path, env: dict[str, str] | None 
         return []
     with tempfile.TemporaryDirectory(prefix="curate-collect-") as tmp:
         out = Path(tmp) / "items.jsonl"
-        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-               "-p", "no:testcurator", "-p", "testcurator.config.collect", f"{OUT_OPTION}={out}",
-               *[str(Path(f).resolve()) for f in sorted(files)]]
+        # The user's plugins stay on: they add markers, and so keywords ``-k`` patterns match.
+        cmd = pytest_argv("--collect-only", "-q", "-p", "no:testcurator", "-p", "testcurator.plugin.collect",
+                          f"{OUT_OPTION}={out}", *[str(Path(f).resolve()) for f in sorted(files)], unrelated_off=False)
         child_env = {**os.environ, **(env or {})}
         try:
             proc = subprocess.run(cmd, cwd=rootdir, env=child_env, capture_output=True, text=True,

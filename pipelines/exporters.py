@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.apply import decide
-from testcurator.config.collect import CollectedTest, collect
 from testcurator.config.loader import LoadedConfig, load_config
-from testcurator.config.yamlio import atomic_write_text
 from testcurator.errors import BadInputError
+from testcurator.files import atomic_write_text
 from testcurator.names import KNOWN_DEVICES, TestIdentity, dtype_names, split_device_class
+from testcurator.runner.collect import CollectedTest, collect
+from testcurator.vocab import TestKey, split_name
 
 KEY_RE = re.compile(r"^(?P<test>\S+) \((?:(?P<module>\S+)\.)?(?P<cls>[A-Za-z_]\w*)\)$")
 DISABLED_MODES = ("skip", "xfail", "xfail_strict")
@@ -120,7 +121,7 @@ def _instance_export(loaded: LoadedConfig, collected: Sequence[CollectedTest], m
         file = loaded.file_for(test.file)
         if file is None or not test.cls:
             continue
-        ident = TestIdentity(cls=split_device_class(test.cls)[0], test=test.generic.split("::")[-1],
+        ident = TestIdentity(cls=split_device_class(test.cls)[0], test=split_name(test.generic)[1],
                              device=test.device, dtype=test.dtype, op=test.op, module=test.module)
         applied = decide(loaded, file, ident)
         if applied.mode not in modes or applied.origin not in origins:
@@ -140,15 +141,15 @@ def _generic_export(loaded: LoadedConfig, modes: Sequence[str],
     for file in loaded.files:
         for entry in file.entries:
             for name in entry.names:
-                cls, sep, test = name.partition("::")
-                if not sep:
-                    report.not_exported.append(f"{file.raw_path}::{name}: a module-level function has no class to key on")
+                cls, test = split_name(name)
+                if not cls:
+                    report.not_exported.append(f"{TestKey.of(file.raw_path, name)}: a module-level function has no class to key on")
                     continue
                 if entry.mode in modes:
                     data[format_key(cls, test)] = _value(entry.reason, entry.mode, platforms)
                     report.by_mode[entry.mode] = report.by_mode.get(entry.mode, 0) + 1
                 elif entry.edits is not None:
-                    report.not_exported.append(f"{file.raw_path}::{name}: edits need instantiated names (give --torch-root)")
+                    report.not_exported.append(f"{TestKey.of(file.raw_path, name)}: edits need instantiated names (give --torch-root)")
         if file.capabilities.supported_dtypes is not None or file.capabilities.supported_ops is not None:
             report.not_exported.append(f"{file.raw_path}: capability skips need instantiated names (give --torch-root)")
     report.not_exported.sort()

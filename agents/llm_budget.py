@@ -1,0 +1,136 @@
+"""Context and cost: how many tokens a request takes, how big the model's window is, and
+which items go into one batch.
+
+* :class:`TokenEstimator` guesses tokens from characters (no tokenizer download): three
+  characters per token to start (JSON and code tokenize densely), then the densest ratio the
+  server has reported (``usage.prompt_tokens``), so estimates stay on the safe side.
+* :func:`discover_context` asks the server how large the window is: vLLM's
+  ``/v1/models`` (``max_model_len``), llama.cpp's ``/v1/models`` ``meta`` and ``/props``,
+  llama-cpp-python's ``/v1/models`` (``n_ctx`` where it reports one) and others'
+  ``context_length``; None when the server does not say (then ``llm.context_tokens``).
+* :func:`plan_batches` packs items in order so that the fixed part of the prompt, the
+  items, and the answer's output-token cap fit the window, with at most ``max_items``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+# Room for the chat template's own tokens and the estimate's error.
+MARGIN_TOKENS = 256
+_CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx", "n_ctx_train")
+
+
+@dataclass
+class TokenEstimator:
+    """Characters-per-token estimate, tightened by what the server reports."""
+
+    chars_per_token: float = 3.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def estimate(self, text: str) -> int:
+        return self.estimate_chars(len(text))
+
+    def estimate_chars(self, chars: int) -> int:
+        return math.ceil(chars / self.chars_per_token) if chars > 0 else 0
+
+    def observe(self, chars: int, tokens: int) -> None:
+        """Learn from one request: ``chars`` of prompt took ``tokens`` tokens."""
+        if tokens > 0 and chars > 0:
+            with self._lock:
+                self.chars_per_token = max(1.0, min(self.chars_per_token, chars / tokens))
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Indices into the items, and the output-token cap for their answer."""
+
+    indices: tuple[int, ...]
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    batches: tuple[Batch, ...]
+    too_large: tuple[int, ...]  # items that do not fit the window even alone
+    budget: int  # the window they were planned for
+
+
+def output_cap(n_items: int, per_item: int, cap: int) -> int:
+    """Output tokens to allow an answer of ``n_items`` items."""
+    return max(64, min(cap, per_item * n_items + 64))
+
+
+def plan_batches(fixed_tokens: int, item_tokens: Sequence[int], *, context_tokens: int, max_items: int,
+                 output_per_item: int, max_output_tokens: int) -> Plan:
+    """Greedy, order-keeping packing (see the module docstring)."""
+    batches: list[Batch] = []
+    too_large: list[int] = []
+    current: list[int] = []
+    used = fixed_tokens
+
+    def fits(n: int, tokens: int) -> bool:
+        return tokens + output_cap(n, output_per_item, max_output_tokens) + MARGIN_TOKENS <= context_tokens
+
+    def close() -> None:
+        if current:
+            batches.append(Batch(tuple(current), used, output_cap(len(current), output_per_item, max_output_tokens)))
+
+    for index, tokens in enumerate(item_tokens):
+        if not fits(1, fixed_tokens + tokens):
+            too_large.append(index)
+            continue
+        if current and (len(current) >= max(1, max_items) or not fits(len(current) + 1, used + tokens)
+                        or output_per_item * (len(current) + 1) > max_output_tokens):
+            close()
+            current, used = [], fixed_tokens
+        current.append(index)
+        used += tokens
+    close()
+    return Plan(tuple(batches), tuple(too_large), context_tokens)
+
+
+def _context_in(data: Any) -> int | None:
+    if not isinstance(data, Mapping):
+        return None
+    for key in _CONTEXT_KEYS:
+        value = data.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    for nested in ("meta", "default_generation_settings", "metadata", "model_info"):
+        found = _context_in(data.get(nested))
+        if found:
+            return found
+    return None
+
+
+def discover_context(base_url: str, model: str, api_key: str, timeout: float = 10.0) -> tuple[int | None, str]:
+    """(window in tokens, where it came from) as the server states it; (None, why not)."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    base = base_url.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        with httpx.Client(timeout=timeout, headers=headers) as http:
+            listed = http.get(f"{base}/models")
+            if listed.status_code == 200:
+                entries = (listed.json() or {}).get("data") or []
+                mine = [e for e in entries if isinstance(e, Mapping) and e.get("id") == model] or entries[:1]
+                for entry in mine:
+                    found = _context_in(entry)
+                    if found:
+                        return found, f"{base}/models"
+            props = http.get(f"{root}/props")
+            if props.status_code == 200:
+                found = _context_in(props.json())
+                if found:
+                    return found, f"{root}/props"
+    except (httpx.HTTPError, ValueError) as exc:
+        return None, f"the server did not answer ({type(exc).__name__})"
+    return None, "the server does not report it"

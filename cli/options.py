@@ -1,0 +1,272 @@
+"""Every option and argument of the ``testcurator`` command, declared once.
+
+One vocabulary across commands: the same name, short flag, bounds, help text, value
+placeholder and environment variable wherever an option appears (``--torch-root`` always
+honours ``$TORCH_ROOT``, ``--state-dir`` always ``$TESTCURATOR_STATE_DIR``, ``--timeout``
+always accepts 0 for "no limit"...). Command modules import the ``Annotated`` aliases below
+and never call ``typer.Option`` themselves; ``tests/cli/test_options.py`` walks the whole
+command tree and fails when a parameter does not match its entry in :data:`REGISTRY`.
+
+An option whose value means something different in two places (``--out`` is a folder for
+``run`` and a file for ``review``) has one registered *variant* per meaning, under the same
+name. Old spellings (``review --output/-o``, ``memory build -j/--jobs``, ``--json``) are
+hidden, print a deprecation warning, and map onto the new option (:func:`take_deprecated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from testcurator.cli.commands import usage_error
+from testcurator.memory.paths import STATE_DIR_ENV
+from testcurator.vocab import MODES
+
+TORCH_ROOT_ENV = "TORCH_ROOT"
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option (or argument) as the user sees it."""
+
+    decls: tuple[str, ...]  # ("-n", "--workers"); a flag pair is "--embed/--no-embed"
+    help: str
+    metavar: str | None = None  # the value's placeholder; None for flags
+    envvar: str | None = None
+    min: float | None = None
+    max: float | None = None
+    hidden: bool = False
+    argument: bool = False
+    choices: tuple[str, ...] = ()  # checked by a callback (a usage error, exit 2)
+
+    @property
+    def key(self) -> str:
+        """How the registry and the help refer to it: its longest spelling."""
+        return max((d.split("/")[0] for d in self.decls), key=len) if self.decls else self.metavar or "?"
+
+    def make(self) -> Any:
+        callback = _choice_check(self.choices) if self.choices else None
+        if self.argument:
+            return typer.Argument(help=self.help, metavar=self.metavar, callback=callback, show_default=False)
+        return typer.Option(*self.decls, help=self.help, metavar="" if self.metavar is None else self.metavar,
+                            envvar=self.envvar, show_envvar=self.envvar is not None, min=self.min, max=self.max,
+                            hidden=self.hidden, callback=callback)
+
+
+def _choice_check(choices: tuple[str, ...]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
+REGISTRY: dict[str, list[Opt]] = {}
+
+
+def _opt(*decls: str, help: str, metavar: str | None = None, **kw: Any) -> Opt:
+    opt = Opt(tuple(decls), help, metavar, **kw)
+    REGISTRY.setdefault(opt.key, []).append(opt)
+    return opt
+
+
+def _arg(metavar: str, help: str) -> Opt:
+    opt = Opt((), help, metavar, argument=True)
+    REGISTRY.setdefault(f"arg:{metavar}", []).append(opt)
+    return opt
+
+
+# --- where things are -----------------------------------------------------------------------
+TORCH_ROOT = _opt("--torch-root", metavar="DIR", envvar=TORCH_ROOT_ENV,
+                  help="Upstream PyTorch checkout (holds test/); also the value of ${TORCH_ROOT} in config paths.")
+OLD_ROOT = _opt("--old-root", metavar="DIR", help="The upstream tree the config was made for.")
+NEW_ROOT = _opt("--new-root", metavar="DIR", help="The upstream tree to move the config to.")
+STATE_DIR = _opt("--state-dir", metavar="DIR", envvar=STATE_DIR_ENV,
+                 help="Memory, caches and checkpoints (default: ./.testcurator).")
+CONFIG = _opt("--config", metavar="PATH", help="A config: one YAML file or a directory of them.")
+BACKEND = _opt("--backend", metavar="FILE", help="The backend profile (backend.yaml).")
+# exec still takes the module itself; issue 9 makes it the profile, as everywhere else.
+BACKEND_MODULE = _opt("--backend", metavar="MODULE",
+                      help="Backend module (dotted name or .py file) imported before collection.")
+OUT_DIR = _opt("--out", metavar="DIR", help="Output folder (created if missing).")
+OUT_FILE = _opt("--out", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
+ROOTDIR = _opt("--rootdir", metavar="DIR", help="pytest's rootdir and working directory (default: the torch root).")
+REPO = _opt("--repo", metavar="DIR", help="Git repository for REV:PATH sides (default: the current directory).")
+RESULTS = _opt("--results", metavar="PATH", help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
+FILES = _opt("--files", metavar="GLOB", help="Glob or path relative to the root (repeatable; default: test/**/test_*.py).")
+ALLOW_OUTSIDE_ROOT = _opt("--allow-outside-root",
+                          help="Accept test paths that resolve outside the torch root (default: an error).")
+
+# --- how to run -------------------------------------------------------------------------------
+WORKERS = _opt("-n", "--workers", metavar="N", min=1, help="Parallel worker processes (pytest-xdist workers for test runs).")
+TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
+               help="Per-test limit: a test running longer is killed and recorded as timeout (0: no limit).")
+RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")
+EXECUTE = _opt("--execute/--no-execute", help="Run the tests on the device and keep what the results say.")
+RESUME = _opt("--resume", help="Continue the last run from its checkpoint.")
+DRY_RUN = _opt("--dry-run", help="Print what would change; write nothing.")
+FORCE = _opt("--force", help="Replace output files that already exist.")
+QUIET = _opt("-q", "--quiet", help="No progress display.")
+EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity search (the slow part of indexing).")
+CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
+REBUILD = _opt("--rebuild", help="Discard the index and build it from scratch.")
+COLLECT = _opt("--collect", help="Also collect the files with pytest (no execution): exact instances and the static @ops map.")
+DEVICE = _opt("--device", metavar="NAME", help="Device type to instantiate tests for (e.g. curatedev).")
+SHARD = _opt("--shard", metavar="K/N", help="Run only shard K of N, split by recorded duration (one leg of a CI matrix).")
+SHARDS = _opt("--shards", metavar="N", min=1,
+              help="Split each test run into N shards balanced by recorded duration; run them on --executor and merge.")
+EXECUTOR = _opt("--executor", metavar="local|ray", choices=("local", "ray"),
+                help="Where shards run: local processes, or a Ray cluster (RAY_ADDRESS, else a local one).")
+GROUP = _opt("--group", metavar="NAME", help="Only the config's files of this feature group (see `testcurator shards plan`).")
+TIER = _opt("--tier", metavar="L1|L2|L3", choices=("L1", "L2", "L3"),
+            help="L1: the tiers file's fast checks; L2: the whole config; L3: also the held-back tests, as probes.")
+TIERS_FILE = _opt("--tiers-file", metavar="FILE", help="Written by `testcurator tiers` (default: tiers.json beside the config).")
+PROFILE = _opt("--profile", metavar="FILE",
+               help="Backend profile (backend.yaml): device, backend module, test env, and the Ray resources a shard asks for.")
+DURATIONS = _opt("--durations", metavar="FILE", help="pytest-split .test_durations to split by (added to the state dir's).")
+DEVICES = _opt("--device", metavar="NAME",
+               help="Device type whose name may end class names (e.g. curatedev); repeatable.")
+
+# --- who decides ------------------------------------------------------------------------------
+BRAIN = _opt("--brain", metavar="offline|llm", choices=("offline", "llm"),
+             help="Who decides: offline rules (no network) or an LLM (needs OPENAI_BASE_URL or --llm-base-url).")
+LLM_BASE_URL = _opt("--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL).")
+LLM_MODEL = _opt("--llm-model", metavar="NAME", help="Model name (default: $TESTCURATOR_LLM_MODEL).")
+
+# --- what comes out ---------------------------------------------------------------------------
+FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="Output format.")
+REVIEW_FORMAT = _opt("--format", metavar="terminal|markdown|html|json", choices=("terminal", "markdown", "html", "json"),
+                     help="Output format.")
+JSON_DEPRECATED = _opt("--json", hidden=True, help="Deprecated: use --format json.")
+OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", hidden=True, help="Deprecated: use --out.")
+JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
+REPORT = _opt("--report", metavar="FILE", help="Also write the report to FILE (.json: JSON, else markdown).")
+FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
+                   help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode.")
+TOP_K = _opt("-k", "--top", metavar="N", min=1, help="How many results.")
+DTYPE = _opt("--dtype", metavar="DTYPE", help="Only instances of this dtype (e.g. float16).")
+
+# --- import / export --------------------------------------------------------------------------
+IMPORT_MODE = _opt("--mode", metavar="MODE", choices=("skip", "xfail", "xfail_strict"),
+                   help="Mode of the tests the list names: skip, xfail or xfail_strict.")
+UNLISTED_MODE = _opt("--unlisted-mode", metavar="MODE", choices=MODES,
+                     help="unlisted_test_mode of each imported file (mandatory_success, xfail, xfail_strict, skip).")
+STRIP_SUFFIX = _opt("--strip-suffix", metavar="SUFFIX", help="Wrapper-file suffix to drop from keys.")
+AS_DEVICE = _opt("--as-device", metavar="NAME",
+                 help="Device the list was written for (e.g. xpu); its name in patterns becomes the collected device.")
+TEST_FILE = _opt("--test-file", metavar="PATH", help="Upstream file (relative to the torch root) to match keys in; repeatable.")
+PLATFORM = _opt("--platform", metavar="NAME", help="Only keys disabled on this platform (default: all).")
+PLATFORMS = _opt("--platform", metavar="NAME", help="Platforms of every exported key; repeatable (default: all).")
+INCLUDE_XFAIL = _opt("--include-xfail/--no-include-xfail",
+                     help="Export xfail and xfail_strict tests as disabled too (the format has nothing else).")
+INCLUDE_UNLISTED = _opt("--include-unlisted", help="Also export the tests skipped by unlisted_test_mode.")
+
+# --- arguments --------------------------------------------------------------------------------
+CONFIG_PATHS = _arg("PATH...", "Config files or directories of configs.")
+TEST_PATHS = _arg("[TEST]...", "Test files or node ids (a draft run, or narrows the config).")
+MORE_RESULTS = _arg("[RESULTS]...", "More result files (same forms as --results).")
+OLD_SIDE = _arg("OLD", "Old config: a file, a directory, or REV:PATH (git, e.g. HEAD~1:configs/).")
+NEW_SIDE = _arg("NEW", "New config: same forms as OLD.")
+SKIPLIST_FILE = _arg("FILE", "Python file holding skip_dict = {file: (patterns...) | None}.")
+DISABLED_FILE = _arg("FILE", 'PyTorch disabled-tests JSON: {"test (module.Class)": [issue, [platforms]]}.')
+CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --curate-capture-ops.")
+OP = _arg("OP", "aten::add (any overload), aten::add.Tensor (exact), or an OpInfo name (add).")
+ENABLE_OP = _arg("OP", "The op now supported: an OpInfo name (add) or an ATen op (aten::add).")
+TEST_NAME = _arg("NAME", "Device-generic test name, Class::test (or path::Class::test).")
+QUERY_TEXT = _arg("TEXT", "What the tests should be about.")
+
+# --- the aliases command modules use ----------------------------------------------------------
+TorchRoot = Annotated[Optional[Path], TORCH_ROOT.make()]
+# The same options where a command needs them (no default: typer makes them required).
+TorchRootReq = Annotated[Path, TORCH_ROOT.make()]
+ConfigReq = Annotated[Path, CONFIG.make()]
+BackendReq = Annotated[Path, BACKEND.make()]
+OutDirReq = Annotated[Path, OUT_DIR.make()]
+OutFileReq = Annotated[Path, OUT_FILE.make()]
+OldRoot = Annotated[Path, OLD_ROOT.make()]
+NewRoot = Annotated[Path, NEW_ROOT.make()]
+StateDir = Annotated[Optional[Path], STATE_DIR.make()]
+Config = Annotated[Optional[Path], CONFIG.make()]
+Backend = Annotated[Optional[Path], BACKEND.make()]
+BackendModule = Annotated[Optional[str], BACKEND_MODULE.make()]
+OutDir = Annotated[Optional[Path], OUT_DIR.make()]
+OutFile = Annotated[Optional[Path], OUT_FILE.make()]
+Rootdir = Annotated[Optional[Path], ROOTDIR.make()]
+Repo = Annotated[Optional[Path], REPO.make()]
+Results = Annotated[Optional[list[Path]], RESULTS.make()]
+Files = Annotated[Optional[list[str]], FILES.make()]
+AllowOutsideRoot = Annotated[bool, ALLOW_OUTSIDE_ROOT.make()]
+Workers = Annotated[Optional[int], WORKERS.make()]
+Timeout = Annotated[float, TIMEOUT.make()]
+Retries = Annotated[int, RETRIES.make()]
+Execute = Annotated[bool, EXECUTE.make()]
+Resume = Annotated[bool, RESUME.make()]
+DryRun = Annotated[bool, DRY_RUN.make()]
+Force = Annotated[bool, FORCE.make()]
+Quiet = Annotated[bool, QUIET.make()]
+Embed = Annotated[bool, EMBED.make()]
+CaptureOps = Annotated[bool, CAPTURE_OPS.make()]
+Rebuild = Annotated[bool, REBUILD.make()]
+Collect = Annotated[bool, COLLECT.make()]
+Device = Annotated[Optional[str], DEVICE.make()]
+Devices = Annotated[Optional[list[str]], DEVICES.make()]
+Shard = Annotated[Optional[str], SHARD.make()]
+Shards = Annotated[int, SHARDS.make()]
+ExecutorName = Annotated[str, EXECUTOR.make()]
+Group = Annotated[Optional[str], GROUP.make()]
+Tier = Annotated[Optional[str], TIER.make()]
+TiersFile = Annotated[Optional[Path], TIERS_FILE.make()]
+Profile = Annotated[Optional[Path], PROFILE.make()]
+Durations = Annotated[Optional[Path], DURATIONS.make()]
+Brain = Annotated[str, BRAIN.make()]
+LlmBaseUrl = Annotated[Optional[str], LLM_BASE_URL.make()]
+LlmModel = Annotated[Optional[str], LLM_MODEL.make()]
+Format = Annotated[str, FORMAT.make()]
+ReviewFormat = Annotated[str, REVIEW_FORMAT.make()]
+JsonDeprecated = Annotated[bool, JSON_DEPRECATED.make()]
+OutputDeprecated = Annotated[Optional[Path], OUTPUT_DEPRECATED.make()]
+JobsDeprecated = Annotated[Optional[int], JOBS_DEPRECATED.make()]
+Report = Annotated[Optional[Path], REPORT.make()]
+FailShrink = Annotated[Optional[str], FAIL_SHRINK.make()]
+TopK = Annotated[int, TOP_K.make()]
+Dtype = Annotated[Optional[str], DTYPE.make()]
+ImportMode = Annotated[str, IMPORT_MODE.make()]
+UnlistedMode = Annotated[str, UNLISTED_MODE.make()]
+StripSuffix = Annotated[str, STRIP_SUFFIX.make()]
+AsDevice = Annotated[Optional[str], AS_DEVICE.make()]
+TestFile = Annotated[Optional[list[str]], TEST_FILE.make()]
+Platform = Annotated[Optional[str], PLATFORM.make()]
+Platforms = Annotated[Optional[list[str]], PLATFORMS.make()]
+IncludeXfail = Annotated[bool, INCLUDE_XFAIL.make()]
+IncludeUnlisted = Annotated[bool, INCLUDE_UNLISTED.make()]
+
+ConfigPaths = Annotated[list[Path], CONFIG_PATHS.make()]
+TestPaths = Annotated[Optional[list[str]], TEST_PATHS.make()]
+MoreResults = Annotated[Optional[list[Path]], MORE_RESULTS.make()]
+OldSide = Annotated[str, OLD_SIDE.make()]
+NewSide = Annotated[str, NEW_SIDE.make()]
+SkiplistFile = Annotated[Path, SKIPLIST_FILE.make()]
+DisabledFile = Annotated[Path, DISABLED_FILE.make()]
+CaptureFiles = Annotated[list[Path], CAPTURE_FILES.make()]
+OpArg = Annotated[str, OP.make()]
+EnableOpArg = Annotated[str, ENABLE_OP.make()]
+TestName = Annotated[str, TEST_NAME.make()]
+QueryText = Annotated[str, QUERY_TEXT.make()]
+
+
+def take_deprecated(new: Any, old: Any, old_name: str, new_name: str, *, default: Any = None) -> Any:
+    """The value of ``new``, or of its deprecated spelling ``old`` (with a warning on stderr).
+
+    Both given is bad input: which one the user meant is not ours to guess.
+    """
+    if old is None or old is False:
+        return new
+    if new != default:
+        raise usage_error(f"give {new_name} only ({old_name} is its deprecated spelling)")
+    typer.echo(f"warning: {old_name} is deprecated; use {new_name}", err=True)
+    return old

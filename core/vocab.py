@@ -1,0 +1,153 @@
+"""The shared vocabulary: modes, outcomes, failure classes and the test key.
+
+Every package speaks these words; they are defined here once, so a set of outcomes or a
+way of splitting ``file::Class::test`` cannot drift between the runner, the brains and the
+pipeline. Nothing here imports the rest of testcurator.
+
+- **Modes** (:data:`MODES`): what a config entry demands of a test.
+- **Outcomes** (:data:`OUTCOMES`): how one instantiated test ended, as the runner records
+  it (pytest's outcomes plus ``crashed`` and ``timeout``), and the sets that read them.
+- **Failure classes** (:data:`FAILURE_CLASSES`): why a failure happened, as the runner's
+  classifier names it, and which classes say nothing about the test itself.
+- **The test key** (:class:`TestKey`): ``file::Class::test`` (``file::test`` for a
+  module-level function), parsed and formatted by this module only.
+- **Op names**: ATen ops as the dispatcher spells them (``aten::add.Tensor``) and OpInfo
+  names (``nn.functional.relu``), and when one covers another (:func:`op_matches`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# --- modes -------------------------------------------------------------------------------
+Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
+MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
+
+# --- outcomes ----------------------------------------------------------------------------
+OUTCOMES: tuple[str, ...] = (
+    "passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout",
+)
+#: Outcomes that carry a failure to classify and to retry (the runner), and that make a
+#: ``mandatory_success`` test a regression (the verification run).
+FAILING: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
+#: How the refine stage reads a variant's outcomes as evidence. The draft runs every test
+#: as ``mandatory_success``, so an ``xfailed`` there is the test's own expected failure (it
+#: does not pass) and an ``xpassed`` is a pass; ``skipped`` says nothing.
+FAILED_EVIDENCE: frozenset[str] = FAILING | {"xfailed"}
+PASSED_EVIDENCE: frozenset[str] = frozenset({"passed", "xpassed"})
+#: What the execution rails (agents/rails.py) count as "failed/passed on every attempt".
+#: Narrower than the refine stage's sets: ``crashed`` and ``xfailed`` are not failures and
+#: ``xpassed`` is not a pass there. Kept as it was; reported as a behaviour question.
+RAILS_FAILED: frozenset[str] = frozenset({"failed", "error", "timeout"})
+RAILS_PASSED: frozenset[str] = frozenset({"passed"})
+
+# --- failure classes ---------------------------------------------------------------------
+FAILURE_CLASSES: tuple[str, ...] = (
+    "unsupported_op", "unsupported_dtype", "numerical_mismatch", "crash", "timeout",
+    "transient", "test_error", "unknown",
+)
+#: Failure classes that say nothing about the test (runner, device reset, network):
+#: ``transient`` from our classifier, ``infrastructure``/``infra`` from other producers.
+NOT_EVIDENCE_CLASSES: frozenset[str] = frozenset({"infrastructure", "infra", "transient"})
+#: Failure classes that take down the worker running the shard.
+HARD_FAILURE_CLASSES: frozenset[str] = frozenset({"crash", "timeout"})
+
+
+# --- the test key ------------------------------------------------------------------------
+SEP = "::"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``Class::test`` -> (``Class``, ``test``); a bare ``test`` -> (``""``, ``test``).
+
+    pytest's parameter part (``test_x[a::b]``) stays with the test; a nested class keeps its
+    ``Outer::Inner`` path.
+    """
+    head, bracket, params = name.partition("[")
+    cls, sep, test = head.rpartition(SEP)
+    return (cls, test + bracket + params) if sep else ("", name)
+
+
+def join_name(cls: str, test: str) -> str:
+    """The inverse of :func:`split_name`."""
+    return f"{cls}{SEP}{test}" if cls else test
+
+
+@dataclass(frozen=True, order=True)
+class TestKey:
+    """One test: the file it lives in, its class (``""`` at module level) and its name.
+
+    As text, ``file::Class::test``. For a device-generic key (memory, evidence, the
+    upgrade delta) ``file`` is relative to the torch root and ``name`` is the config's
+    ``Class::test``; a pytest node id parses the same way (its ``test`` then carries the
+    instantiated name and any ``[params]``).
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    file: str
+    cls: str
+    test: str
+
+    @classmethod
+    def parse(cls, text: str) -> TestKey:
+        """``file::Class::test`` or ``file::test``; text without ``::`` is a bare file."""
+        file, _, rest = text.partition(SEP)
+        klass, test = split_name(rest) if rest else ("", "")
+        return cls(file, klass, test)
+
+    @classmethod
+    def of(cls, file: str, name: str) -> TestKey:
+        """The key of test ``name`` (``Class::test`` or ``test``) in ``file``."""
+        klass, test = split_name(name)
+        return cls(file, klass, test)
+
+    @property
+    def name(self) -> str:
+        """``Class::test`` (``test`` at module level): the name a config entry lists."""
+        return join_name(self.cls, self.test)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """``(file, Outer, Inner, test)``: the node path pytest builds its own names from."""
+        classes = tuple(self.cls.split(SEP)) if self.cls else ()
+        return (self.file, *classes, self.test) if self.test else (self.file,)
+
+    def __str__(self) -> str:
+        return f"{self.file}{SEP}{self.name}" if self.test else self.file
+
+
+# --- op names ----------------------------------------------------------------------------
+def normalize_op(name: str) -> str:
+    """``aten.add.Tensor`` / ``aten::add.Tensor`` -> ``aten::add.Tensor``; ``.default`` dropped.
+
+    ``.default`` is dropped because the dispatcher names a default overload without it
+    (``aten::relu``), and that is the spelling users see in backend error messages.
+    """
+    text = name.strip()
+    if "::" not in text and "." in text:
+        namespace, rest = text.split(".", 1)
+        text = f"{namespace}::{rest}"
+    return text[: -len(".default")] if text.endswith(".default") else text
+
+
+def op_base(name: str) -> str:
+    """``aten::add.Tensor`` -> ``aten::add`` (the op packet, every overload)."""
+    namespace, _, rest = normalize_op(name).partition("::")
+    return f"{namespace}::{rest.split('.', 1)[0]}"
+
+
+def op_key(name: str) -> str:
+    """``aten::add.Tensor`` -> ``add.Tensor``; OpInfo names (``nn.functional.relu``) unchanged."""
+    return name.removeprefix("aten::")
+
+
+def op_matches(op: str, entry: str) -> bool:
+    """Whether ``op`` is covered by ``entry``: equal, or an overload of the ATen base ``entry``.
+
+    Only ATen-qualified names have overloads split off: OpInfo names contain dots too.
+    """
+    if op_key(op) == op_key(entry):
+        return True
+    return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)

@@ -1,0 +1,85 @@
+"""What the memory stage hands the bucket stage: per test, the evidence collection and the
+CPU op capture found.
+
+:func:`gather` folds capture records (one per instance, :mod:`testcurator.plugin.oprecord`)
+into one :class:`TestEvidence` per device-generic test; :func:`write_evidence` and
+:func:`read_evidence` keep it in the run directory as ``evidence.json``:
+
+    {"test/test_ops.py::TestCommon::test_out": {"ops": [...], "dtypes": [...],
+     "modules": [...], "aten": [...], "instances": [...], "cpu": {"<node id>": "passed"}}}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testcurator.errors import BadInputError
+from testcurator.files import atomic_write_text
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.vocab import TestKey
+
+_LISTS = ("aten", "dtypes", "instances", "modules", "ops")
+
+
+@dataclass(frozen=True)
+class TestEvidence:
+    """One device-generic test: the OpInfo ops, dtypes and ModuleInfos it is instantiated
+    over, the aten ops its instances dispatched on CPU, its instances' node ids, and each
+    captured instance's outcome on CPU (node id -> outcome)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    aten: tuple[str, ...] = ()
+    instances: tuple[str, ...] = ()
+    cpu: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{name: list(getattr(self, name)) for name in _LISTS}, "cpu": dict(self.cpu)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TestEvidence:
+        return cls(**{name: tuple(data.get(name, ())) for name in _LISTS}, cpu=dict(data.get("cpu", {})))
+
+
+def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
+    """One :class:`TestEvidence` per ``file::generic`` of the records, lists sorted."""
+    found: dict[TestKey, dict[str, Any]] = {}
+    for rec in records:
+        key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
+        entry = found.setdefault(key, {**{name: set() for name in _LISTS}, "cpu": {}})
+        entry["instances"].add(rec.nodeid)
+        for name, value in (("ops", rec.op), ("dtypes", rec.dtype), ("modules", rec.module)):
+            if value:
+                entry[name].add(value)
+        if rec.source == "captured":
+            entry["aten"].update(rec.aten)
+            if rec.outcome:
+                entry["cpu"][rec.nodeid] = rec.outcome
+    return {key: TestEvidence(**{name: tuple(sorted(entry[name])) for name in _LISTS},
+                              cpu=dict(sorted(entry["cpu"].items())))
+            for key, entry in sorted(found.items())}
+
+
+def write_evidence(path: Path, evidence: Mapping[TestKey, TestEvidence]) -> Path:
+    """``evidence.json`` at ``path``, atomically (keys and lists sorted)."""
+    data = {str(key): value.to_json() for key, value in evidence.items()}
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_evidence(path: Path) -> dict[TestKey, TestEvidence]:
+    """The evidence written by :func:`write_evidence`; none when the file does not exist."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    return {TestKey.parse(key): TestEvidence.from_json(value) for key, value in data.items()}

@@ -1,0 +1,228 @@
+"""Stage 2, memory: index the kept files and map their tests to ops, for a full run or a delta.
+
+Three sources, each cheap on a rerun:
+1. the tree-sitter index, summaries and embeddings (testcurator.memory.builder, incremental;
+   the pipeline builds embeddings after the summaries, which the LLM brain may write:
+   ``pipelines/nightly.py``);
+2. a collect-only pass with the capture plugin (:func:`collect_static`): every instance's
+   generic name, device, dtype, OpInfo op and ModuleInfo, before anything runs (the static
+   op map): PyTorch's device-generic machinery instantiates them from the real
+   ``op_db``/``module_db``;
+3. one execution on CPU under the op-capturing TorchDispatchMode: the aten ops each test
+   really dispatches, and whether it passes on the reference device. Cached by the content
+   of the files, the torch version and the capture format, so an unchanged tree is not run
+   again.
+
+A delta run (``testcurator upgrade``: ``only`` names the tests to re-evaluate) refreshes the
+index over every kept file (it is incremental, and pruning would drop the files the delta
+does not touch), but collects and captures only the files holding a delta test, in one
+pytest process that runs only the delta tests' instances (a config skips the rest). Records
+of other tests are never re-ingested, so the op map keeps what the last full run captured.
+
+Either way the per-test evidence the bucket stage needs is written to ``evidence.json`` in
+the run directory (:mod:`testcurator.memory.evidence`); the figures for the report are
+returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from testcurator.config.editor import ConfigEditor, EntrySpec
+from testcurator.config.layout import config_path, raw_path
+from testcurator.errors import ExecutionError
+from testcurator.files import atomic_write_text
+from testcurator.memory.builder import BuildStats, build
+from testcurator.memory.capture_shards import CAPTURE_TIMEOUT, run_capture
+from testcurator.memory.evidence import gather, write_evidence
+from testcurator.memory.opmap import OpMap
+from testcurator.plugin.oprecord import OpRecord, read_records
+from testcurator.runner.command import pytest_argv, reference_env, run_logged
+from testcurator.runner.executors import Executor
+from testcurator.vocab import TestKey
+
+CAPTURE_FORMAT = "oprecord/2"
+EVIDENCE = "evidence.json"
+
+
+def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path) -> Path:
+    """Collect ``files`` (relative to ``torch_root``) and write their static records to ``out``."""
+    tmp = out.with_name(out.name + ".part")
+    # One upstream file that cannot be collected (a missing optional dependency) must not
+    # cost the map of all the others.
+    argv = pytest_argv("-q", "--collect-only", "--continue-on-collection-errors", f"--curate-capture-ops={tmp}", *files)
+    returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
+    # 1: some files failed to collect (their errors are in the log); 5: nothing collected
+    # (e.g. a tree of CUDA-only files) is a valid, empty map.
+    if returncode not in (0, 1, 5) or not tmp.exists():
+        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}")
+    tmp.replace(out)
+    return out
+
+
+def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
+    """Every record of the capture files that exist (a line cut by a crash is skipped)."""
+    present = [path for path in paths if path is not None and path.exists()]
+    return [rec for path in present for rec in read_records(path) if rec is not None]
+
+
+def _capture(torch_root: Path, files: Sequence[str], extra: Sequence[str], workers: int, log: Path) -> None:
+    # Test failures are evidence, not errors: the exit code says nothing here.
+    extra = [*extra, *(["-n", str(workers)] if workers > 1 else [])]
+    run_logged(pytest_argv("-q", *extra, *files), cwd=torch_root, env=reference_env(), log=log)
+
+
+def _content_key(torch_root: Path, files: Sequence[str]) -> str:
+    import torch
+
+    # The capture format's version is part of the key: a cache written in an older format
+    # (``node_id`` before ``nodeid``) is not read back.
+    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch.__version__}".encode())
+    for rel in files:
+        digest.update(rel.encode() + b"\0" + (torch_root / rel).read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def _static_map(torch_root: Path, files: Sequence[str], work: Path) -> Path:
+    """Collect-only with the capture plugin: one JSON line per instance, no execution."""
+    out = work / "static.jsonl"
+    if out.exists():
+        return out
+    return collect_static(torch_root, files, out, work / "static.log")
+
+
+def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work: Path, run: CaptureRun,
+                  say: Callable[[str], None]) -> Path | None:
+    """Run the kept tests once on CPU under the capture mode (cached by content), in shards
+    on the run's executor (a capture shard asks for CPUs, not the device)."""
+    cache = state_dir / "capture" / f"{_content_key(torch_root, files)}.jsonl"
+    out = work / "captured.jsonl"
+    if not cache.exists():
+        if not run_capture(torch_root, files, cache, work / "capture", state_dir=state_dir, executor=run.executor,
+                           shards=run.shards, workers=run.workers):
+            say(f"warning: op capture wrote nothing; see {work / 'capture'}/*/capture.log")
+            return None
+    shutil.copyfile(cache, out)
+    return out
+
+
+def _ingest(state_dir: Path, paths: Iterable[Path | None]) -> None:
+    opmap = OpMap(state_dir)
+    try:
+        for path in paths:
+            if path is not None:
+                opmap.ingest(path)
+    finally:
+        opmap.close()
+
+
+def _figures(stats: BuildStats, captured: bool) -> dict[str, Any]:
+    return {"files": stats.files_total, "parsed": stats.files_parsed, "tests": stats.tests_total,
+            "failed_files": [f"{path}: {why}" for path, why in stats.failures], "captured": captured}
+
+
+@dataclass(frozen=True)
+class CaptureRun:
+    """How the CPU capture runs: on which executor, in how many shards, with how many workers."""
+
+    executor: Executor
+    shards: int = 1
+    workers: int = 1
+
+
+def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path, work: Path, embed: bool,
+                     capture: CaptureRun | None, say: Callable[[str], None]) -> dict[str, Any]:
+    """Build or refresh memory for ``files``; evidence into ``work``; figures for the report.
+
+    ``capture`` None: no CPU op capture (the static map only)."""
+    stats = build(torch_root, list(files), state_dir, embed=embed)
+    static = _static_map(torch_root, files, work)
+    captured = _captured_map(torch_root, files, state_dir, work, capture, say) if capture is not None else None
+    _ingest(state_dir, (static, captured))
+    write_evidence(work / EVIDENCE, gather(read_capture([static, captured])))
+    return _figures(stats, captured is not None)
+
+
+# --- a delta run ---------------------------------------------------------------------
+def delta_files(files: Sequence[str], only: Collection[TestKey]) -> list[str]:
+    """The kept files holding a test of the delta ``only``."""
+    touched = {key.file for key in only}
+    return [f for f in files if f in touched]
+
+
+def _in_delta(records: Iterable[OpRecord], only: Collection[TestKey]) -> list[OpRecord]:
+    return [r for r in records if TestKey.of(TestKey.parse(r.nodeid).file, r.generic) in only]
+
+
+def _selection_config(folder: Path, files: Sequence[str], only: Collection[TestKey]) -> Path:
+    """A config that runs the delta's tests and skips every other test of ``files``."""
+    for rel in files:
+        names = sorted(key.name for key in only if key.file == rel)
+        editor = ConfigEditor.new(config_path(folder, rel))
+        editor.update(raw_path(rel), [EntrySpec((name,), "mandatory_success") for name in names])
+        editor.save()
+    return folder
+
+
+def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
+    atomic_write_text(path, "".join(r.to_json() + "\n" for r in records))
+    return path
+
+
+def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[TestKey], state_dir: Path, work: Path,
+                    workers: int) -> Path | None:
+    """Run the delta tests once on CPU under the capture mode (cached by content and delta).
+
+    One pytest process collects the touched files and runs only the delta's instances (the
+    curate plugin skips the rest), instead of a collect-only pass and a run.
+    """
+    if not files:
+        return None
+    digest = hashlib.sha256(_content_key(torch_root, files).encode())
+    digest.update("\n".join(sorted(str(key) for key in only)).encode())
+    cache = state_dir / "capture" / f"delta-{digest.hexdigest()[:24]}.jsonl"
+    if not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".part")
+        extra = [f"--curate-capture-ops={tmp}", f"--curate-timeout={CAPTURE_TIMEOUT}",
+                 "--curate-config", str(_selection_config(work / "capture-config", files, only)),
+                 "--curate-torch-root", str(torch_root),
+                 # -k deselects (cheap) what the config would only skip (a report per test); it
+                 # matches substrings, so it may keep a few more, which the config then skips.
+                 "-k", " or ".join(sorted({key.test for key in only}))]
+        _capture(torch_root, files, extra, workers, work / "capture.log")
+        parts = sorted(tmp.parent.glob(tmp.name + "*"))
+        if not parts:
+            raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture.log'}")
+        records = read_capture(parts)
+        for part in parts:
+            part.unlink()
+        # Only the delta's own records: the others were skipped and must not replace what
+        # the last full run captured for them.
+        _write_records(cache, _in_delta(records, only))
+    out = work / "captured.jsonl"
+    shutil.copyfile(cache, out)
+    return out
+
+
+def run_delta_memory_stage(torch_root: Path, files: Sequence[str], only: Collection[TestKey], *, state_dir: Path,
+                           work: Path, embed: bool, capture: CaptureRun | None) -> dict[str, Any]:
+    """Memory for a delta run; the figures of :func:`run_memory_stage` plus the delta's size.
+
+    The delta's capture is one local pytest process (it is small by design)."""
+    stats = build(torch_root, list(files), state_dir, embed=embed)
+    touched = delta_files(files, only)
+    if capture is not None:
+        source = _captured_delta(torch_root, touched, only, state_dir, work, capture.workers)
+    else:  # no execution wanted: the collect-only pass gives the instances (static map)
+        source = _static_map(torch_root, touched, work) if touched else None
+    records = _in_delta(read_capture([source]), only)
+    if records:
+        _ingest(state_dir, [_write_records(work / "delta-ops.jsonl", records)])
+    write_evidence(work / EVIDENCE, gather(records))
+    return {**_figures(stats, capture is not None), "delta_files": len(touched), "delta_tests": len(only)}

@@ -1,0 +1,116 @@
+"""The report's brain sections: the LLM brain's endpoint and usage, and the measured brains.
+
+``sections`` returns plain data for report.json; ``markdown`` renders it for report.md.
+pipelines/report.py calls both and adds nothing else. Also writes ``run.json`` in the run
+directory: what ``testcurator eval RUN_DIR`` needs to find the run's inputs again.
+
+LLM section: who decided (the LLM's share of all decisions, scope included), the
+structured-output mode the endpoint settled on and how, whether it went down, the context
+window and its source, calls, tokens (reported and estimated), seconds, tokens per second,
+seconds per decision asked, re-asks, fallbacks, and the audit log of rejected answers.
+Eval section (runs that executed): the run's own pre-execution decisions and the offline
+brain's, judged against the draft's results (pipelines/evaluate.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.evaluate import BrainSource, EvalRun, PredictionSource, StoredSource, compare, markdown as eval_markdown
+from testcurator.pipelines.store import RunStore
+
+RUN_FILE = "run.json"
+
+
+def eval_run(ctx: RunContext, store: RunStore, files: list[str], llm: Mapping[str, Any] | None = None) -> EvalRun:
+    return EvalRun(run_dir=store.root, torch_root=ctx.torch_root, profile_path=ctx.profile_path, out_dir=ctx.out_dir,
+                   state_dir=ctx.state_dir, files=tuple(files), llm=dict(llm or {}))
+
+
+def _decisions(store: RunStore, stage: str, files: list[str]) -> Counter[str]:
+    brains: Counter[str] = Counter()
+    for rel in files:
+        brains.update(d.brain for d in store.read_decisions(stage, rel) or [])
+    brains.update(d.brain for d in store.read_scope() or [])
+    return brains
+
+
+def llm_section(ctx: RunContext, store: RunStore, stage: str, files: list[str]) -> dict[str, Any] | None:
+    client = getattr(ctx.brain, "client", None)
+    if client is None:
+        return None
+    brains = _decisions(store, stage, files)
+    total = sum(brains.values())
+    usage = ctx.brain.usage
+    asked = max(0, total - usage.cached_items)
+    return {
+        **client.status(),
+        "decisions_by_brain": dict(sorted(brains.items())),
+        "llm_share": round(brains.get("llm", 0) / total, 3) if total else None,
+        "tokens_per_s": round(usage.completion_tokens / usage.latency_s, 2) if usage.latency_s else None,
+        "s_per_decision_asked": round(usage.latency_s / asked, 2) if asked and usage.calls else None,
+        "usage": usage.as_dict(),
+    }
+
+
+def eval_section(ctx: RunContext, store: RunStore, files: list[str]) -> dict[str, Any] | None:
+    if not store.path("exec", "results.jsonl").exists():
+        return None
+    stored = StoredSource()
+    brains = _decisions(store, "bucket", files)
+    stored.name = "llm (this run)" if any(b.startswith("llm") for b in brains) else "offline (this run)"
+    sources: list[PredictionSource] = [stored]
+    if stored.name.startswith("llm"):
+        sources.append(BrainSource("offline"))
+    return compare(eval_run(ctx, store, files), sources)
+
+
+def sections(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[str, Any]:
+    files = list(state.get("files", []))
+    stage = "refine" if state.get("executed") else "bucket"
+    llm_client = getattr(ctx.brain, "client", None)
+    store.write_json(RUN_FILE, {"torch_root": str(ctx.torch_root), "profile": str(ctx.profile_path),
+                                "out_dir": str(ctx.out_dir), "state_dir": str(ctx.state_dir), "files": files,
+                                "llm": {"base_url": llm_client.settings.base_url, "model": llm_client.settings.model}
+                                if llm_client is not None else None})
+    return {"llm": llm_section(ctx, store, stage, files), "eval": eval_section(ctx, store, files)}
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    lines: list[str] = []
+    llm = data.get("llm")
+    if llm:
+        usage = llm["usage"]
+        share = llm["llm_share"]
+        lines += ["## LLM brain", "",
+                  f"- endpoint `{llm['endpoint']}`, model `{llm['model']}`: structured output **{llm['mode']}**"
+                  + (f" (negotiated: {'; '.join(llm['negotiation'])})" if llm["negotiation"] else ""),
+                  f"- LLM share of decisions: **{'n/a' if share is None else f'{share:.0%}'}** ("
+                  + ", ".join(f"{k} {v}" for k, v in llm["decisions_by_brain"].items()) + ")"]
+        if llm["down"]:
+            lines.append(f"- **endpoint down**: {llm['down']}; the offline brain decided what was left "
+                         "(the configs are valid; rerun to ask the LLM again)")
+        lines += [f"- context window {llm['context_tokens']} tokens ({llm['context_source']}), output cap "
+                  f"{llm['max_output_tokens']}, concurrency {llm['concurrency']}, timeout {llm['timeout_s']} s",
+                  f"- {usage['calls']} call(s), {usage['prompt_tokens']} prompt tokens (estimated "
+                  f"{usage['estimated_prompt_tokens']}), {usage['completion_tokens']} completion tokens, "
+                  f"{usage['latency_s']} s waiting; {llm['tokens_per_s'] or 'n/a'} tokens/s, "
+                  f"{llm['s_per_decision_asked'] or 'n/a'} s per decision asked",
+                  f"- {usage['cached_items'] + usage['cache_hits']} answer(s) from cache, {usage['reasks']} re-ask(s), "
+                  f"{usage['failures']} failure(s), {usage['transport_retries']} transport retr(ies), "
+                  f"{usage['downshifts']} format downshift(s), {usage['rail_violations']} rail violation(s), "
+                  f"{usage['fallbacks']} fallback(s) to the offline brain"]
+        if llm["audit_records"]:
+            lines.append(f"- {llm['audit_records']} rejected answer(s) with the model's raw text: `{llm['audit_log']}`")
+        lines.append("")
+    result = data.get("eval")
+    if result:
+        lines += ["## Brains measured against execution", "",
+                  "Decisions before execution, judged by what the draft run found (wrong: a skip that passes, "
+                  "a mandatory_success that fails, an xfail that passes; not run: skipped tests the draft did "
+                  "not execute: `testcurator eval RUN_DIR --run-unrun` runs them).", ""]
+        lines += eval_markdown(result) + [""]
+    return "\n".join(lines)

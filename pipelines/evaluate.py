@@ -1,0 +1,242 @@
+"""A measured brain: how a source's predictions before execution compare with what ran.
+
+A *prediction* is a mode (and the dtypes/ops/modules it excludes) per ``file::Class::test``.
+Where predictions come from is a role (:class:`PredictionSource`) with an explicit registry
+(:data:`SOURCES`): the decisions a run stored before execution (``stored``), or a brain asked
+again on the same run's memory and evidence (``offline``, ``llm``); a capability probe can
+register itself the same way. The *observation* is every variant's outcome on the device:
+the run's draft execution (``exec/``) and, with ``run_unrun``, one more execution of the tests
+the draft did not run (``eval/exec/``: skipped tests, whose outcome is otherwise unknown).
+
+Each prediction is judged on the variants it keeps (exclusions applied; skipped variants and
+infrastructure failures are not evidence):
+
+================  =====================================================================
+held              mandatory_success that passed; skip/xfail/xfail_strict that failed
+lost_coverage     skip of a test that passes on the device
+wasted            mandatory_success of a test that fails: device time and a red CI
+passes_anyway     xfail/xfail_strict of a test that passes (strict: fails CI)
+flaky             mixed outcomes across attempts or variants
+not_run           no usable variant (not executed, all skipped, infrastructure only)
+================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from testcurator.agents.brain import ExecutionRecord, op_matches
+from testcurator.agents.decision import Decision
+from testcurator.vocab import NOT_EVIDENCE_CLASSES
+from testcurator.agents.refine import group_records
+from testcurator.config.schema import MODES
+from testcurator.pipelines.store import RunStore
+from testcurator.runner.records import read_jsonl
+
+VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
+EXEC = ("exec", "results.jsonl")
+EXTRA_EXEC = ("eval", "exec", "results.jsonl")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    mode: str
+    exclude_dtypes: tuple[str, ...] = ()
+    exclude_ops: tuple[str, ...] = ()
+    exclude_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, decision: Decision) -> Prediction:
+        return cls(decision.mode, decision.exclude_dtypes, decision.exclude_ops, decision.exclude_modules)
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What every source may read: the run directory and where its inputs live."""
+
+    run_dir: Path
+    torch_root: Path
+    profile_path: Path
+    out_dir: Path
+    state_dir: Path
+    files: tuple[str, ...]
+    llm: Mapping[str, Any]  # LLMSettings overrides (base_url, model...) for an ``llm`` source
+
+
+class PredictionSource(Protocol):
+    """Predictions for the tests of ``run.files``: ``file::Class::test`` -> :class:`Prediction`."""
+
+    name: str
+
+    def predict(self, run: EvalRun) -> dict[str, Prediction]: ...
+
+
+def decisions_by_key(store: RunStore, stage: str, files: Iterable[str]) -> dict[str, Decision]:
+    out: dict[str, Decision] = {}
+    for rel in files:
+        out.update({f"{rel}::{d.test}": d for d in store.read_decisions(stage, rel) or []})
+    return out
+
+
+class StoredSource:
+    """The decisions the run itself made before execution (its bucket stage)."""
+
+    name = "stored"
+
+    def predict(self, run: EvalRun) -> dict[str, Prediction]:
+        return {k: Prediction.of(d) for k, d in decisions_by_key(RunStore(run.run_dir), "bucket", run.files).items()}
+
+
+class BrainSource:
+    """A brain asked again, on the run's memory and evidence (the LLM's answers come from
+    its cache where the run already asked the same question)."""
+
+    def __init__(self, brain: str) -> None:
+        self.name = brain
+        self.usage: Any = None  # the brain's usage after predict (LLM calls made for the eval)
+
+    def predict(self, run: EvalRun) -> dict[str, Prediction]:
+        from testcurator.agents.bucket import bucket_file, requests_for_file
+        from testcurator.memory.api import Memory
+        from testcurator.pipelines import steps
+        from testcurator.pipelines.emit import previous_decisions
+        from testcurator.pipelines.context import RunContext
+
+        ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
+                                state_dir=run.state_dir, brain=self.name, execute=False,
+                                llm_base_url=run.llm.get("base_url"), llm_model=run.llm.get("model"))
+        store = RunStore(run.run_dir)
+        evidence = store.read_json("evidence.json", {})
+        previous = previous_decisions(ctx.configs_dir, ctx.torch_root)  # human edits, as the run saw them
+        out: dict[str, Prediction] = {}
+        for rel in run.files:
+            with Memory.open(ctx.state_dir) as memory:
+                requests = requests_for_file(ctx.torch_root, memory, rel, evidence, previous)
+            decisions = bucket_file(ctx.brain, steps.brain_context(ctx, store), requests)
+            out.update({f"{rel}::{d.test}": Prediction.of(d) for d in decisions})
+        self.usage = ctx.brain.usage
+        return out
+
+
+SOURCES: dict[str, Callable[[], PredictionSource]] = {
+    "stored": StoredSource,
+    "offline": lambda: BrainSource("offline"),
+    "llm": lambda: BrainSource("llm"),
+}
+
+
+def observed(run: EvalRun) -> dict[str, list[ExecutionRecord]]:
+    """``file::Class::test`` -> its variants, from every execution of the run."""
+    records = []
+    for parts in (EXEC, EXTRA_EXEC):
+        path = run.run_dir.joinpath(*parts)
+        if path.exists():
+            records += read_jsonl(path)
+    return group_records(records, run.torch_root)
+
+
+def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
+    return [v for v in variants
+            if v.dtype not in prediction.exclude_dtypes
+            and not (v.op and any(op_matches(v.op, x) for x in prediction.exclude_ops))
+            and not (v.module and v.module in prediction.exclude_modules)
+            and v.failure_class not in NOT_EVIDENCE_CLASSES
+            and any(o != "skipped" for o in v.outcomes)]
+
+
+def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
+    """One of :data:`VERDICTS` (see the module docstring)."""
+    kept = _kept(prediction, variants)
+    if not kept:
+        return "not_run"
+    if all(v.consistently_passed for v in kept):
+        return "held" if prediction.mode == "mandatory_success" else (
+            "lost_coverage" if prediction.mode == "skip" else "passes_anyway")
+    if any(v.consistently_failed for v in kept) and all(v.consistently_failed or v.consistently_passed for v in kept):
+        return "wasted" if prediction.mode == "mandatory_success" else "held"
+    return "flaky"
+
+
+def evaluate(predictions: Mapping[str, Prediction], truth: Mapping[str, Sequence[ExecutionRecord]]) -> dict[str, Any]:
+    """Per predicted mode, how many tests got each verdict; and the totals."""
+    table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
+    for key, prediction in predictions.items():
+        table.setdefault(prediction.mode, Counter())[judge(prediction, truth.get(key, ()))] += 1
+    total: Counter[str] = Counter()
+    for counts in table.values():
+        total.update(counts)
+    judged = sum(total[v] for v in VERDICTS if v != "not_run")
+    return {"per_mode": {m: {v: c.get(v, 0) for v in VERDICTS} | {"decided": sum(c.values())} for m, c in table.items()},
+            "total": {v: total.get(v, 0) for v in VERDICTS} | {"decided": sum(total.values())},
+            "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None}
+
+
+def unrun(truth: Mapping[str, Sequence[ExecutionRecord]], keys: Iterable[str]) -> list[str]:
+    """Keys with no usable variant yet: what an extra execution would settle."""
+    return sorted(k for k in keys if not _kept(Prediction("mandatory_success"), truth.get(k, ())))
+
+
+def compare(run: EvalRun, sources: Sequence[PredictionSource]) -> dict[str, Any]:
+    """Every source's evaluation against the same observation."""
+    truth = observed(run)
+    results = {source.name: evaluate(source.predict(run), truth) for source in sources}
+    return {"sources": results, "tests_observed": len(truth)}
+
+
+def markdown(result: Mapping[str, Any]) -> list[str]:
+    """The comparison as a Markdown table (one column group per source)."""
+    sources = list(result["sources"])
+    if not sources:
+        return []
+    lines = ["| predicted mode | " + " | ".join(f"{s}: decided / held / wrong / flaky / not run" for s in sources) + " |",
+             "|---|" + "---|" * len(sources)]
+    for mode in (*MODES, "total"):
+        cells = []
+        for s in sources:
+            data = result["sources"][s]
+            row = data["total"] if mode == "total" else data["per_mode"].get(mode, {})
+            wrong = row.get("lost_coverage", 0) + row.get("wasted", 0) + row.get("passes_anyway", 0)
+            cells.append(f"{row.get('decided', 0)} / {row.get('held', 0)} / {wrong} / {row.get('flaky', 0)} / {row.get('not_run', 0)}")
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for s in sources:
+        t = result["sources"][s]["total"]
+        share = result["sources"][s]["held_share"]
+        lines.append(f"- {s}: {t['lost_coverage']} skip(s) that pass on the device (lost coverage), {t['wasted']} "
+                     f"mandatory_success that fail (wasted device time), {t['passes_anyway']} xfail(s) that pass; "
+                     f"held {'n/a' if share is None else f'{share:.0%}'} of {result['sources'][s]['judged']} judged")
+    return lines
+
+
+def execute_unrun(run: EvalRun, keys: Sequence[str], *, workers: int = 1, timeout: float = 300.0) -> int:
+    """Run ``keys`` (``file::Class::test``) once on the device, every one as mandatory, into
+    ``eval/exec``; returns how many variants ran. The curated configs are not touched."""
+    from testcurator.config.editor import ConfigEditor, EntrySpec
+    from testcurator.pipelines import emit
+    from testcurator.config.layout import config_path, raw_path
+    from testcurator.pipelines.context import RunContext
+    from testcurator.runner.command import RunSpec
+    from testcurator.runner.execute import execute
+    from testcurator.vocab import TestKey
+
+    if not keys:
+        return 0
+    ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
+                            state_dir=run.state_dir)
+    config = run.run_dir / "eval" / "config"
+    by_file: dict[str, list[str]] = {}
+    for key in map(TestKey.parse, keys):
+        by_file.setdefault(key.file, []).append(key.name)
+    for rel, tests in sorted(by_file.items()):
+        editor = ConfigEditor.new(config_path(config, rel), global_=emit.capabilities(ctx.profile))
+        editor.update(raw_path(rel), [EntrySpec((t,), "mandatory_success", "eval: run to observe") for t in tests])
+        editor.save()
+    out = run.run_dir.joinpath(*EXTRA_EXEC).parent
+    spec = RunSpec(out_dir=out, config=config, torch_root=ctx.torch_root, device=ctx.device,
+                   backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
+                   env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
+    return len(execute(spec).records)

@@ -1,0 +1,81 @@
+"""The capture file the op-capture plugin writes and the op map reads: one record per line.
+
+``--curate-capture-ops FILE`` appends one :class:`OpRecord` (JSON) per instantiated test:
+``source="captured"`` when the test ran under the op-recording dispatch mode (the aten ops
+it dispatched and its outcome), ``source="static"`` under ``--collect-only`` (the OpInfo
+op, and the aten op behind it). Under pytest-xdist each worker writes its own part
+``FILE.gw0``, ``FILE.gw1``...: :func:`capture_parts` finds them, :func:`read_records` reads
+one file. This module needs no torch and no pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from testcurator.errors import BadInputError, Location
+from testcurator.vocab import normalize_op
+
+SOURCES = ("captured", "static")
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One line of a capture file: one instantiated test and the ops it uses."""
+
+    nodeid: str
+    generic: str
+    source: str
+    device: str | None = None
+    dtype: str | None = None
+    op: str | None = None
+    module: str | None = None
+    aten: tuple[str, ...] = ()
+    outcome: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "aten": list(self.aten)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: Any, where: Location) -> OpRecord:
+        if not isinstance(data, dict):
+            raise BadInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        missing = [k for k in ("nodeid", "generic", "source") if not data.get(k)]
+        if missing:
+            raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
+        if data["source"] not in SOURCES:
+            raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
+        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "aten"}
+        aten = data.get("aten") or []
+        if not isinstance(aten, list) or not all(isinstance(a, str) for a in aten):
+            raise BadInputError(f"{where}: aten must be a list of op names")
+        return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})))
+
+
+def capture_parts(path: Path) -> list[Path]:
+    """``FILE`` and its xdist worker parts ``FILE.gw*`` that exist."""
+    parts = [path] if path.is_file() else []
+    return parts + sorted(p for p in path.parent.glob(f"{path.name}.gw*") if p.is_file())
+
+
+def read_records(path: Path) -> Iterator[OpRecord | None]:
+    """Records of one file; ``None`` for a truncated last line (a run killed mid-write)."""
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = Location(str(path), lineno)
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith("\n"):
+                    warnings.warn(f"{where}: ignoring a truncated last line", RuntimeWarning, stacklevel=2)
+                    yield None
+                    continue
+                raise BadInputError(f"{where}: not valid JSON ({exc.msg})") from None
+            yield OpRecord.from_json(data, where)

@@ -1,0 +1,51 @@
+"""The memory stage's hand-off to the bucket stage: typed evidence, gathered and round-tripped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testcurator.errors import BadInputError
+from testcurator.memory.evidence import TestEvidence, gather, read_evidence, write_evidence
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.vocab import TestKey
+
+OPS = "test/test_ops.py"
+RECORDS = [
+    OpRecord(f"{OPS}::TestCommonCPU::test_out_add_cpu_float32", "TestCommon::test_out", "static", "cpu", "float32", "add",
+             aten=("aten::add",)),
+    OpRecord(f"{OPS}::TestCommonCPU::test_out_add_cpu_float32", "TestCommon::test_out", "captured", "cpu", "float32",
+             "add", aten=("aten::add.out", "aten::empty"), outcome="passed"),
+    OpRecord(f"{OPS}::TestCommonCPU::test_out_mul_cpu_int64", "TestCommon::test_out", "captured", "cpu", "int64", "mul",
+             aten=("aten::mul.out",), outcome="failed"),
+    OpRecord(f"{OPS}::test_plain", "test_plain", "static"),
+]
+
+
+def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
+    evidence = gather(RECORDS)
+    assert list(evidence) == [TestKey(OPS, "", "test_plain"), TestKey(OPS, "TestCommon", "test_out")]
+    out = evidence[TestKey.parse(f"{OPS}::TestCommon::test_out")]
+    assert out.ops == ("add", "mul") and out.dtypes == ("float32", "int64") and out.modules == ()
+    # Static records name the OpInfo's aten op; only captured ones say what ran on CPU.
+    assert out.aten == ("aten::add.out", "aten::empty", "aten::mul.out")
+    assert out.cpu == {f"{OPS}::TestCommonCPU::test_out_add_cpu_float32": "passed",
+                       f"{OPS}::TestCommonCPU::test_out_mul_cpu_int64": "failed"}
+    assert len(out.instances) == 2
+
+
+def test_write_then_read_round_trips_and_keeps_the_file_format(tmp_path: Path) -> None:
+    path = write_evidence(tmp_path / "evidence.json", gather(RECORDS))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "dtypes", "instances", "modules", "ops"]
+    assert read_evidence(path) == gather(RECORDS)
+
+
+def test_missing_evidence_is_empty_and_broken_evidence_is_bad_input(tmp_path: Path) -> None:
+    assert read_evidence(tmp_path / "absent.json") == {}
+    (tmp_path / "evidence.json").write_text("{", encoding="utf-8")
+    with pytest.raises(BadInputError, match="evidence.json:1:2"):
+        read_evidence(tmp_path / "evidence.json")
+    assert TestEvidence() == TestEvidence.from_json({})

@@ -1,0 +1,58 @@
+"""The measured brain: predictions judged against execution (pipelines/evaluate.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testcurator.agents.brain import ExecutionRecord
+from testcurator.pipelines.evaluate import SOURCES, Prediction, evaluate, judge, markdown, unrun
+
+PASS = ExecutionRecord("v_float32", ("passed",), dtype="float32")
+FAIL_F16 = ExecutionRecord("v_float16", ("failed", "failed"), dtype="float16", failure_class="dtype_unsupported")
+FLAKY = ExecutionRecord("v_bf16", ("failed", "passed"), dtype="bfloat16")
+SKIPPED = ExecutionRecord("v_int8", ("skipped",), dtype="int8")
+INFRA = ExecutionRecord("v_x", ("failed",), failure_class="infrastructure")
+
+
+@pytest.mark.parametrize(("mode", "variants", "verdict"), [
+    ("mandatory_success", [PASS], "held"),
+    ("mandatory_success", [PASS, FAIL_F16], "wasted"),
+    ("skip", [PASS], "lost_coverage"),
+    ("skip", [FAIL_F16], "held"),
+    ("xfail_strict", [FAIL_F16], "held"),
+    ("xfail", [PASS], "passes_anyway"),
+    ("mandatory_success", [PASS, FLAKY], "flaky"),
+    ("skip", [], "not_run"),
+    ("skip", [SKIPPED], "not_run"),
+    ("mandatory_success", [INFRA], "not_run"),
+])
+def test_verdicts(mode: str, variants: list[ExecutionRecord], verdict: str) -> None:
+    assert judge(Prediction(mode), variants) == verdict
+
+
+def test_exclusions_are_applied_before_judging() -> None:
+    assert judge(Prediction("mandatory_success", exclude_dtypes=("float16",)), [PASS, FAIL_F16]) == "held"
+    assert judge(Prediction("mandatory_success", exclude_ops=("add",)), [
+        ExecutionRecord("v_add", ("failed",), op="add"), PASS]) == "held"
+
+
+def test_table_counts_per_mode_and_renders_side_by_side() -> None:
+    truth = {"f::A::a": [PASS], "f::A::b": [FAIL_F16], "f::A::c": [PASS]}
+    good = evaluate({"f::A::a": Prediction("mandatory_success"), "f::A::b": Prediction("xfail_strict"),
+                     "f::A::c": Prediction("mandatory_success")}, truth)
+    bad = evaluate({"f::A::a": Prediction("skip"), "f::A::b": Prediction("mandatory_success"),
+                    "f::A::c": Prediction("skip"), "f::A::d": Prediction("skip")}, truth)
+    assert good["total"]["held"] == 3 and good["held_share"] == 1.0
+    assert bad["per_mode"]["skip"] == {"held": 0, "lost_coverage": 2, "wasted": 0, "passes_anyway": 0, "flaky": 0,
+                                       "not_run": 1, "decided": 3}
+    assert bad["per_mode"]["mandatory_success"]["wasted"] == 1 and bad["held_share"] == 0.0
+    lines = markdown({"sources": {"offline": good, "llm": bad}, "tests_observed": 3})
+    assert lines[0].startswith("| predicted mode | offline: decided") and "llm: decided" in lines[0]
+    assert "| skip | 0 / 0 / 0 / 0 / 0 | 3 / 0 / 2 / 0 / 1 |" in lines
+    assert any(line.startswith("- llm: 2 skip(s) that pass on the device (lost coverage), 1 mandatory_success") for line in lines)
+    assert unrun(truth, ["f::A::a", "f::A::d"]) == ["f::A::d"]
+
+
+def test_sources_are_an_explicit_registry() -> None:
+    assert set(SOURCES) == {"stored", "offline", "llm"}
+    assert SOURCES["offline"]().name == "offline"

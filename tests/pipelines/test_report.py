@@ -1,0 +1,109 @@
+"""The run report's pieces: reasons grouped with counts, stage order, the run's identity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testcurator.pipelines.report import (_markdown, finish_report, held_back, instance_reasons, ordered_timings,
+                                          outcome_reason, upstream_revision)
+from testcurator.runner.records import TestRecord
+
+
+def test_stage_times_in_pipeline_order_with_a_total() -> None:
+    timings = {"verify": 13.361, "bucket": 0.123, "emit": 0.108, "memory": 21.98, "refine": 25.71, "scope": 0.004,
+               "zeta": 1.0}
+    out = ordered_timings(timings)
+    assert list(out) == ["scope", "memory", "bucket", "refine", "emit", "verify", "zeta", "total"]
+    assert out["total"] == pytest.approx(62.286)
+
+
+def test_held_back_tests_grouped_by_reason_most_common_first() -> None:
+    configs = {"test/test_a.py": [("TestA::t1", "skip", "needs aten::foo"), ("TestA::t2", "skip", "needs aten::foo"),
+                                  ("TestA::t3", "skip", "crashes"), ("TestA::t4", "xfail", "numerics"),
+                                  ("TestA::t5", "mandatory_success", "green")]}
+    groups = held_back(configs)
+    assert set(groups) == {"skip", "xfail"}
+    assert groups["skip"] == [{"reason": "needs aten::foo", "count": 2, "tests": ["test/test_a.py::TestA::t1", "test/test_a.py::TestA::t2"]},
+                              {"reason": "crashes", "count": 1, "tests": ["test/test_a.py::TestA::t3"]}]
+
+
+def test_instances_grouped_by_pytest_reason() -> None:
+    records = [TestRecord("a::x_float64", "skipped", failure_text="Skipped: dtype float64 is not in supported_dtypes (/c/a.yaml)"),
+               TestRecord("a::y_float64", "skipped", failure_text="dtype float64 is not in supported_dtypes\nmore"),
+               TestRecord("a::z", "xfailed", failure_text="numerics differ (/c/a.yaml:22:11)"), TestRecord("a::w", "passed")]
+    groups = instance_reasons(records)
+    assert groups["skipped"] == [{"reason": "dtype float64 is not in supported_dtypes", "count": 2,
+                                  "tests": ["a::x_float64", "a::y_float64"]}]
+    assert groups["xfailed"][0]["reason"] == "numerics differ"
+
+
+@pytest.mark.parametrize(("record", "reason"), [
+    (TestRecord("a::x", "failed", evidence="Could not run 'aten::foo'\nmore", failure_text="E   boom"), "Could not run 'aten::foo'"),
+    (TestRecord("a::x", "xfailed", failure_text="self = <T>\n\n    def f():\nE       NotImplementedError: aten::bar\nE   more"),
+     "NotImplementedError: aten::bar"),
+    (TestRecord("a::x", "xfailed", failure_text="self = <T>\n... [900 characters cut] ...\nfunctional.py:2987: NotImplementedError"),
+     "functional.py:2987: NotImplementedError"),
+    (TestRecord("a::x", "skipped", failure_text="Skipped: needs cuda"), "needs cuda"),
+    (TestRecord("a::x", "passed", failure_text="ignored"), ""),
+])
+def test_outcome_reason_is_one_telling_line(record: TestRecord, reason: str) -> None:
+    assert outcome_reason(record) == reason
+
+
+def test_upstream_revision_from_git_or_version_txt(tmp_path: Path) -> None:
+    assert upstream_revision(tmp_path) == "unknown (not a git checkout)"
+    (tmp_path / "version.txt").write_text("2.13.0a0\n")
+    assert upstream_revision(tmp_path) == "version.txt 2.13.0a0 (not a git checkout)"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert upstream_revision(tmp_path) == head
+    (tmp_path / "version.txt").write_text("changed\n")
+    assert upstream_revision(tmp_path) == head + "+dirty"
+    sub = tmp_path / "tree"
+    sub.mkdir()
+    assert upstream_revision(sub) == f"{head} (of the repository at {tmp_path})"  # clean under sub/
+
+
+def _data(verify: dict[str, object] | None) -> dict[str, object]:
+    return {"backend": "curatedev", "device": "curatedev", "torch_root": "/t", "decided_by": "refine",
+            "run": {"torch_version": "2.13.0", "upstream_revision": "abc123", "date": "2026-12-01T00:00:00+00:00",
+                    "command": None, "exit_code": None},
+            "totals": {"mandatory_success": 2, "xfail": 0, "xfail_strict": 0, "skip": 2},
+            "per_file": {"test/test_a.py": {"mandatory_success": 2, "skip": 2}},
+            "configs": {"test/test_a.py": "configs/test/test_a.yaml"},
+            "held_back": held_back({"test/test_a.py": [("TestA::t1", "skip", "needs aten::foo"),
+                                                       ("TestA::t2", "skip", "needs aten::foo")]}),
+            "held_back_instances": {}, "scope": [], "needs_review": [], "llm_fallbacks": [], "brains": {"offline": 4},
+            "usage": {}, "timings_s": ordered_timings({"refine": 2.0, "scope": 1.0}), "emit": {}, "verify": verify}
+
+
+@pytest.mark.parametrize(("failures", "code", "verdict"), [([], 0, "the curated suite held"),
+                                                            (["a::x"], 1, "the curated suite did NOT hold")])
+def test_finish_records_command_and_exit_code(tmp_path: Path, failures: list[str], code: int, verdict: str) -> None:
+    verify = {"outcomes": {"passed": 3}, "mandatory_failures": failures, "unexpected_passes": []}
+    (tmp_path / "report.json").write_text(json.dumps(_data(verify)))
+    assert finish_report(tmp_path, "testcurator run --torch-root /t") == code
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["run"]["command"] == "testcurator run --torch-root /t" and data["run"]["exit_code"] == code
+    md = (tmp_path / "report.md").read_text().splitlines()
+    top = "\n".join(md[:20])  # the ten-second summary: verdict, counts, held back, identity
+    assert md[2].startswith(f"**{verdict}; verification run: passed 3, {len(failures)} mandatory failure(s)**")
+    assert "held back: skip 2, xfail 0, xfail_strict 0; most common reason: needs aten::foo (2)" in top
+    for fragment in ("| torch | 2.13.0 |", "| upstream | `/t` at abc123 |", "| date | 2026-12-01T00:00:00+00:00 |",
+                     "| command | `testcurator run --torch-root /t` |", f"| exit code | {code} |", "| time | 3.0 s |"):
+        assert fragment in top, fragment
+
+
+def test_markdown_links_configs_and_orders_stages() -> None:
+    md = _markdown(_data(None))
+    assert "| test/test_a.py | [configs/test/test_a.yaml](configs/test/test_a.yaml) | 2 | 0 | 0 | 2 |" in md
+    assert "| 2 | needs aten::foo | `test/test_a.py::TestA::t1`, `test/test_a.py::TestA::t2` |" in md
+    assert md.index("| scope | 1.0 |") < md.index("| refine | 2.0 |") < md.index("| **total** | 3.0 |")
+    assert "**the command has not finished**" in md
