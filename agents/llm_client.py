@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 from testcurator.agents.brain import Usage
 from testcurator.agents.llm_budget import discover_context
 from testcurator.agents.llm_cache import AnswerCache, AuditLog, digest, schema_hash
-from testcurator.agents.llm_negotiate import MODES, Narrow, one_line, parse_answer
+from testcurator.agents.llm_negotiate import OUTPUT_MODES, Narrow, one_line, parse_answer
 from testcurator.agents.llm_transport import Transport
 from testcurator.errors import BadInputError, BrainError
 from testcurator.prompts import Prompt, load_prompt
@@ -72,13 +72,13 @@ class LLMSettings:
     max_output_tokens: int = 2048
     output_tokens_per_item: int = 200
     concurrency: int = 2
-    structured_output: str = MODES[0]
+    structured_output: str = OUTPUT_MODES[0]
     summaries: bool = True
     temperature: float | None = 0.0
 
     def __post_init__(self) -> None:
-        if self.structured_output not in MODES:
-            raise BadInputError(f"llm.structured_output: {self.structured_output!r} is not one of {', '.join(MODES)}")
+        if self.structured_output not in OUTPUT_MODES:
+            raise BadInputError(f"llm.structured_output: {self.structured_output!r} is not one of {', '.join(OUTPUT_MODES)}")
         for name in ("timeout", "max_tries", "batch_size", "context_tokens", "max_output_tokens",
                      "output_tokens_per_item", "concurrency"):
             if getattr(self, name) <= 0:

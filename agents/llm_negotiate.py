@@ -4,7 +4,7 @@ Servers disagree on how to ask for JSON. OpenAI, vLLM, Ollama (0.5+) and llama.c
 server take a JSON-schema ``response_format``; llama-cpp-python's server answers HTTP 500
 "Input should be 'text' or 'json_object'" to it but takes ``{"type": "json_object",
 "schema": ...}`` (grammar-constrained); older servers know bare JSON mode only, and some
-nothing at all. The ladder (:data:`MODES`), best first:
+nothing at all. The ladder (:data:`OUTPUT_MODES`), best first:
 
 ==================  ======================================================================
 json_schema         ``response_format: {type: json_schema, json_schema: {strict: true}}``
@@ -36,7 +36,7 @@ from testcurator.prompts import load_prompt
 
 T = TypeVar("T", bound=BaseModel)
 
-MODES = ("json_schema", "json_object_schema", "json_object", "text")
+OUTPUT_MODES = ("json_schema", "json_object_schema", "json_object", "text")
 # Statuses a server uses for "I do not understand this request" (vLLM 400, FastAPI 422,
 # llama-cpp-python 500 with a pydantic message). 401/403/404/408/429 never are.
 _SHAPE_STATUSES = frozenset({400, 415, 422, 500, 501})
@@ -180,14 +180,14 @@ def parse_answer(mode: str, content: str, model: type[T], narrow: Narrow | None 
 class Negotiator:
     """The rung each endpoint settled on, and how it got there (for the report)."""
 
-    start: str = MODES[0]
+    start: str = OUTPUT_MODES[0]
     _modes: dict[str, str] = field(default_factory=dict)
     steps: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        if self.start not in MODES:
-            raise ValueError(f"unknown structured-output mode {self.start!r} (expected one of {', '.join(MODES)})")
+        if self.start not in OUTPUT_MODES:
+            raise ValueError(f"unknown structured-output mode {self.start!r} (expected one of {', '.join(OUTPUT_MODES)})")
 
     def mode(self, endpoint: str) -> str:
         with self._lock:
@@ -200,10 +200,10 @@ class Negotiator:
             current = self._modes.get(endpoint, self.start)
             if current != rejected:
                 return current  # another thread stepped down already
-            index = MODES.index(current)
-            if index + 1 >= len(MODES):
+            index = OUTPUT_MODES.index(current)
+            if index + 1 >= len(OUTPUT_MODES):
                 return None
-            nxt = MODES[index + 1]
+            nxt = OUTPUT_MODES[index + 1]
             self._modes[endpoint] = nxt
             self.steps.append(f"{rejected} -> {nxt}: {one_line(why, 160)}")
             return nxt

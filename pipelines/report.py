@@ -26,8 +26,8 @@ from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
+from testcurator.vocab import MODES
 
-MODES = ("mandatory_success", "xfail", "xfail_strict", "skip")
 HELD_BACK = ("skip", "xfail", "xfail_strict")
 STAGE_ORDER = ("scope", "memory", "bucket", "refine", "emit", "verify", "report")
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)

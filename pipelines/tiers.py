@@ -42,7 +42,7 @@ HELD_BACK = ("edit", "capability")
 @dataclass(frozen=True)
 class Candidate:
     key: str
-    node_id: str
+    nodeid: str
     ops: frozenset[str]
     cost: float
 
@@ -62,7 +62,7 @@ class TierPlan:
             "budget_s": self.budget_s,
             "L1": {"instances": len(self.l1), "expected_s": round(sum(c.cost for c in self.l1), 3),
                    "ops_covered": len(covered), "ops_total": self.ops_total, "uncovered_ops": self.uncovered,
-                   "keys": sorted(c.key for c in self.l1), "node_ids": sorted(c.node_id for c in self.l1)},
+                   "keys": sorted(c.key for c in self.l1), "nodeids": sorted(c.nodeid for c in self.l1)},
             "L2": {"instances": len(self.l2), "expected_s": round(sum(self.l2.values()), 3)},
             "L3": {"instances": len(self.l2) + len(self.l3_extra),
                    "expected_s": round(sum(self.l2.values()) + sum(self.l3_extra.values()), 3),
@@ -91,12 +91,12 @@ def _identity(record: OpRecord) -> TestIdentity:
 
 def _costs(records: Sequence[OpRecord], known: Mapping[str, float], device: str | None) -> dict[str, float]:
     """Seconds per captured node id: its device instance's duration, else its own."""
-    own = {r.node_id: known[device_nodeid(r.node_id, device)] for r in records
-           if device and device_nodeid(r.node_id, device) in known}
+    own = {r.nodeid: known[device_nodeid(r.nodeid, device)] for r in records
+           if device and device_nodeid(r.nodeid, device) in known}
     for r in records:
-        if r.node_id not in own and r.node_id in known:
-            own[r.node_id] = known[r.node_id]
-    return estimate([r.node_id for r in records], own)
+        if r.nodeid not in own and r.nodeid in known:
+            own[r.nodeid] = known[r.nodeid]
+    return estimate([r.nodeid for r in records], own)
 
 
 def cover(candidates: Iterable[Candidate], budget_s: float) -> tuple[list[Candidate], set[str]]:
@@ -147,20 +147,20 @@ def plan_tiers(
     plan = TierPlan(budget_s)
     candidates: dict[str, Candidate] = {}
     for record in records:
-        rel = file_of(record.node_id)
+        rel = file_of(record.nodeid)
         if rel not in files:
             files[rel] = loaded.file_for(torch_root / rel)
         applied = decide(loaded, files[rel], _identity(record))
         key = tier_key(rel, record.generic, record.op, record.dtype, record.module)
         if applied.mode == "mandatory_success":
-            plan.l2[key] = plan.l2.get(key, 0.0) + costs[record.node_id]
+            plan.l2[key] = plan.l2.get(key, 0.0) + costs[record.nodeid]
             old = candidates.get(key)
             ops = frozenset(record.aten) | (old.ops if old else frozenset())
-            candidates[key] = Candidate(key, record.node_id, ops, costs[record.node_id] + (old.cost if old else 0.0))
+            candidates[key] = Candidate(key, record.nodeid, ops, costs[record.nodeid] + (old.cost if old else 0.0))
         elif applied.mode in ("xfail", "xfail_strict"):
-            plan.l2[key] = plan.l2.get(key, 0.0) + costs[record.node_id]
+            plan.l2[key] = plan.l2.get(key, 0.0) + costs[record.nodeid]
         elif applied.origin in HELD_BACK:
-            plan.l3_extra[key] = plan.l3_extra.get(key, 0.0) + costs[record.node_id]
+            plan.l3_extra[key] = plan.l3_extra.get(key, 0.0) + costs[record.nodeid]
     chosen, uncovered = cover(sorted(candidates.values(), key=lambda c: c.key), budget_s)
     plan.l1 = chosen
     plan.ops_total = len(set().union(*(c.ops for c in candidates.values()))) if candidates else 0

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from testcurator.agents.llm_answers import BucketAnswer
 from testcurator.agents.llm_budget import MARGIN_TOKENS, TokenEstimator, output_cap, plan_batches
-from testcurator.agents.llm_negotiate import (MODES, Narrow, Negotiator, answer_schema, compact_schema, extract_json, is_shape_error,
+from testcurator.agents.llm_negotiate import (OUTPUT_MODES, Narrow, Negotiator, answer_schema, compact_schema, extract_json, is_shape_error,
                                               keyed, parse_answer, response_format, unkey, with_schema_in_prompt)
 
 LLAMA_CPP_PYTHON = "1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
@@ -43,7 +43,7 @@ def test_each_mode_asks_its_own_way() -> None:
     assert response_format("text", BucketAnswer) is None
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
     assert with_schema_in_prompt("json_schema", messages, BucketAnswer) == messages
-    for mode in MODES[1:]:
+    for mode in OUTPUT_MODES[1:]:
         sent = with_schema_in_prompt(mode, messages, BucketAnswer)
         assert sent[0]["content"].startswith("S\n\n") and '"xfail_strict"' in sent[0]["content"] and sent[1] == messages[1]
 

@@ -108,7 +108,7 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "t.yaml").write_text(CONFIG)
     capture = tmp_path / "captured.jsonl"
-    capture.write_text("".join(json.dumps({"node_id": f"test_t.py::{g}", "generic": g, "source": "captured",
+    capture.write_text("".join(json.dumps({"nodeid": f"test_t.py::{g}", "generic": g, "source": "captured",
                                            "aten": ops, "outcome": "passed"}) + "\n" for g, ops in CAPTURE.items()))
     (tmp_path / "d.json").write_text(json.dumps(DURATIONS))
     for cmd in (["ops", "ingest", str(capture)], ["durations", "import", "d.json"]):
@@ -127,7 +127,7 @@ def test_tiers_then_exec_l1(project: Path) -> None:
     shown = tc(project, "tiers", "--config", "configs", "--torch-root", ".", "--budget-s", "10", "--state-dir", "state")
     data = json.loads((project / "configs" / "tiers.json").read_text())
     # The 30 s test covers everything but does not fit; two cheap tests cover add and mul.
-    assert data["L1"]["node_ids"] == ["test_t.py::test_add_and_mul"]
+    assert data["L1"]["nodeids"] == ["test_t.py::test_add_and_mul"]
     assert data["L1"]["ops_covered"] == 2 and data["L1"]["ops_total"] == 3 and data["L1"]["uncovered_ops"] == ["aten::sum"]
     assert data["L2"]["instances"] == 4
     assert "covers 2 of 3 ops" in shown.stdout and "aten::sum" in shown.stdout
@@ -138,13 +138,13 @@ def test_tiers_then_exec_l1(project: Path) -> None:
     # A bigger budget buys the slow test, which alone covers all three.
     tc(project, "tiers", "--config", "configs", "--torch-root", ".", "--budget-s", "100", "--state-dir", "state")
     data = json.loads((project / "configs" / "tiers.json").read_text())
-    assert data["L1"]["ops_covered"] == 3 and "test_t.py::test_slow_everything" in data["L1"]["node_ids"]
+    assert data["L1"]["ops_covered"] == 3 and "test_t.py::test_slow_everything" in data["L1"]["nodeids"]
 
 
 def test_exec_tier_errors(project: Path) -> None:
     missing = tc(project, "exec", "--config", "configs", "--torch-root", ".", "--tier", "L1", "--out", "x", code=2)
     assert "tiers file" in missing.stderr and "testcurator tiers" in missing.stderr
     bad = tc(project, "exec", "--config", "configs", "--torch-root", ".", "--tier", "L4", "--out", "x", code=2)
-    assert "expected one of L1, L2, L3" in bad.stderr
+    assert "is not one of L1, L2, L3" in bad.stderr
     no_map = tc(project, "tiers", "--config", "configs", "--budget-s", "1", "--state-dir", "empty", code=2)
     assert "no op map" in no_map.stderr
