@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import BackendReq, Branches, ConfigDir, Cron, EventType, Label, OutTarget, Requirement, RunsOn, Shards
+
 console = Console(highlight=False, soft_wrap=True)
-app = typer.Typer(help="Generate CI that runs the curated suite as a sharded matrix.", no_args_is_help=True)
+app = new_group("ci", "Generate CI that runs the curated suite as a sharded matrix.")
 
 
-@app.command("github")
+@command(app, "github")
 def github_cmd(
-    backend: Annotated[Path, typer.Option("--backend", help="the backend profile (backend.yaml)")],
-    shards: Annotated[int, typer.Option("--shards", min=1, help="matrix legs: each runs `exec --shard K/N`")],
-    out: Annotated[Path, typer.Option("--out", help="workflow file to write")] = Path(".github/workflows/testcurator.yml"),
-    config_dir: Annotated[str, typer.Option("--config-dir", help="the configs, relative to the backend repository")] = "configs",
-    runs_on: Annotated[Optional[list[str]], typer.Option("--runs-on", help="runner labels of a device host (repeatable; default: self-hosted + the device)")] = None,
-    event_type: Annotated[str, typer.Option("--event-type", help="repository_dispatch type the relay sends")] = "pytorch-pr",
-    branches: Annotated[str, typer.Option("--branches", help="base branches to test (regular expression)")] = "main|release/.+",
-    label: Annotated[str, typer.Option("--label", help="PR label required ('' for none); waited for, since it may land after the dispatch")] = "Merged",
-    cron: Annotated[str, typer.Option("--cron", help="nightly schedule (UTC)")] = "0 4 * * *",
-    requirement: Annotated[str, typer.Option("--testcurator", help="pip requirement that installs testcurator on runners")] = "testcurator",
+    backend: BackendReq,
+    shards: Shards,
+    out: OutTarget = Path(".github/workflows/testcurator.yml"),
+    config_dir: ConfigDir = "configs",
+    runs_on: RunsOn = None,
+    event_type: EventType = "pytorch-pr",
+    branches: Branches = "main|release/.+",
+    label: Label = "Merged",
+    cron: Cron = "0 4 * * *",
+    requirement: Requirement = "testcurator",
 ) -> None:
-    """Write a workflow: gate the relay's dispatch, nightly and releases; build once; one leg per shard; merge."""
+    """Write a workflow: gate the relay's dispatch, nightly and releases; build once; one leg per shard; merge.
+
+    Each of the --shards matrix legs runs `exec --shard K/N`.
+    """
     from testcurator.config.profile import load_profile
     from testcurator.files import atomic_write_text
     from testcurator.pipelines.ci_github import WorkflowOptions, render_github_workflow
@@ -39,4 +44,5 @@ def github_cmd(
 
 
 def register(root: typer.Typer) -> None:
+    """Add the `ci` group to ``root``."""
     root.add_typer(app, name="ci")

@@ -11,18 +11,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import DurationInputs, OutputDeprecated, OutTarget, Prefix, StateDir, TopK, take_deprecated
+
 console = Console(highlight=False, soft_wrap=True)
-app = typer.Typer(help="Per-test durations (what shards are balanced by).", no_args_is_help=True)
-StateDir = Annotated[
-    Optional[Path],
-    typer.Option("--state-dir", help="Memory directory (default: $TESTCURATOR_STATE_DIR, else ./.testcurator)."),
-]
+app = new_group("durations", "Per-test durations (what shards are balanced by).")
+EXPORT_DEFAULT = Path(".test_durations")
 
 
 def _is_test_durations(path: Path) -> bool:
@@ -36,9 +35,9 @@ def _is_test_durations(path: Path) -> bool:
     return isinstance(data, list) or (isinstance(data, dict) and "nodeid" not in data)
 
 
-@app.command("import")
+@command(app, "import")
 def import_cmd(
-    paths: Annotated[list[Path], typer.Argument(help=".test_durations files, run folders, results.jsonl or JUnit XML")],
+    paths: DurationInputs,
     state_dir: StateDir = None,
 ) -> None:
     """Merge durations into the store (the latest measurement of a test wins)."""
@@ -55,13 +54,15 @@ def import_cmd(
             console.print(f"{path}: {n} duration(s)", markup=False)
 
 
-@app.command("export")
+@command(app, "export")
 def export_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="the .test_durations file to write")] = Path(".test_durations"),
-    prefix: Annotated[Optional[str], typer.Option("--prefix", help="only node ids starting with this (e.g. test/test_ops.py)")] = None,
+    out: OutTarget = EXPORT_DEFAULT,
+    prefix: Prefix = None,
     state_dir: StateDir = None,
+    output: OutputDeprecated = None,
 ) -> None:
-    """Write the store in pytest-split's format."""
+    """Write the store in pytest-split's format (a .test_durations file)."""
+    out = take_deprecated(out, output, "-o/--output", "--out", default=EXPORT_DEFAULT)
     from testcurator.memory.paths import resolve_state_dir
     from testcurator.runner.durations import DurationStore
 
@@ -70,12 +71,12 @@ def export_cmd(
     console.print(f"{out}: {n} duration(s)", markup=False)
 
 
-@app.command("show")
+@command(app, "show")
 def show_cmd(
-    top: Annotated[int, typer.Option("--top", min=0, help="how many of the slowest tests to list")] = 20,
+    top: TopK = 20,
     state_dir: StateDir = None,
 ) -> None:
-    """The slowest tests, and how many durations each source recorded."""
+    """The slowest tests (-k/--top of them), and how many durations each source recorded."""
     from testcurator.memory.paths import resolve_state_dir
     from testcurator.runner.durations import DurationStore
 
@@ -92,4 +93,5 @@ def show_cmd(
 
 
 def register(root: typer.Typer) -> None:
+    """Add the `durations` group to ``root``."""
     root.add_typer(app, name="durations")

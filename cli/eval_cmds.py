@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 
+from testcurator.cli.commands import command
+from testcurator.cli.options import (EvalSources, Format, JsonDeprecated, LlmBaseUrl, LlmModel, RunDirArg, RunUnrun, StateDir,
+                                     Workers, wants_json)
 from testcurator.errors import BadInputError, MissingPathError
 
 
@@ -27,22 +30,24 @@ def _run_dir(path: Path, state_dir: Optional[Path]) -> Path:
 
 
 def eval_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory (<state-dir>/runs/<id>), or 'latest'.")],
-    source: Annotated[Optional[list[str]], typer.Option(
-        "--source", help="Predictions to judge, repeatable: stored (the run's own), offline, llm. "
-                         "Default: stored and offline.")] = None,
-    run_unrun: Annotated[bool, typer.Option(
-        "--run-unrun", help="First run, on the device, the tests the draft did not execute (skipped ones).")] = False,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="For 'latest' (default .testcurator/).")] = None,
-    workers: Annotated[int, typer.Option("-n", "--workers", min=1, help="pytest-xdist workers for --run-unrun.")] = 1,
-    llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="For --source llm (else OPENAI_BASE_URL, else the run's).")] = None,
-    llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="For --source llm (else TESTCURATOR_LLM_MODEL, else the run's).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    run_dir: RunDirArg,
+    source: EvalSources = None,
+    run_unrun: RunUnrun = False,
+    state_dir: StateDir = None,
+    workers: Workers = 1,
+    llm_base_url: LlmBaseUrl = None,
+    llm_model: LlmModel = None,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """Judge a run's pre-execution decisions against what execution found, per mode.
 
     A skip that passes is lost coverage; a mandatory_success that fails is wasted device time.
+
+    -n/--workers: pytest-xdist workers for --run-unrun (default 1). --source llm asks the
+    endpoint --llm-base-url and --llm-model name.
     """
+    as_json = wants_json(fmt, as_json)
     from testcurator.pipelines.brain_report import RUN_FILE
     from testcurator.pipelines.evaluate import SOURCES, EvalRun, compare, execute_unrun, markdown, observed, unrun
 
@@ -52,10 +57,7 @@ def eval_cmd(
         raise BadInputError(f"{run_path} has no {RUN_FILE}: not a finished testcurator run (only runs that reached "
                             "the report stage can be evaluated)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    names = source or ["stored", "offline"]
-    unknown = [n for n in names if n not in SOURCES]
-    if unknown:
-        raise BadInputError(f"unknown --source {', '.join(unknown)} (expected one of: {', '.join(SOURCES)})")
+    names = source or ["stored", "offline"]  # each one of SOURCES: --source's choices say so
     llm = {k: v for k, v in {**(meta.get("llm") or {}), "base_url": llm_base_url, "model": llm_model}.items() if v}
     run = EvalRun(run_dir=run_path, torch_root=Path(meta["torch_root"]), profile_path=Path(meta["profile"]),
                   out_dir=Path(meta["out_dir"]), state_dir=Path(meta["state_dir"]), files=tuple(meta["files"]), llm=llm)
@@ -79,4 +81,4 @@ def eval_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
-    app.command("eval")(eval_cmd)
+    command(app, "eval")(eval_cmd)

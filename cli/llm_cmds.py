@@ -6,13 +6,13 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Annotated, Optional
-
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import (ContextTokens, Format, Host, JsonDeprecated, LlmBaseUrl, LlmModel, ModelDir, Port, Threads,
+                                     wants_json)
 from testcurator.agents.llm_local import DEFAULT_CONTEXT, DEFAULT_PORT, DEFAULT_THREADS, LocalServer, check_installed, packaged_model
 
 
@@ -22,11 +22,11 @@ class CheckAnswer(BaseModel):
 
 
 def serve_cmd(
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = DEFAULT_PORT,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
-    context_tokens: Annotated[int, typer.Option("--context-tokens", min=512, help="Context window (n_ctx).")] = DEFAULT_CONTEXT,
-    threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads for generation (default: half the cores).")] = DEFAULT_THREADS,
-    model_dir: Annotated[Optional[Path], typer.Option("--model-dir", help="Where to assemble the GGUF (default: the package's cache).")] = None,
+    port: Port = DEFAULT_PORT,
+    host: Host = "127.0.0.1",
+    context_tokens: ContextTokens = DEFAULT_CONTEXT,
+    threads: Threads = DEFAULT_THREADS,
+    model_dir: ModelDir = None,
 ) -> None:
     """Serve the packaged Gemma 3 270M on a local OpenAI-compatible endpoint.
 
@@ -46,14 +46,16 @@ def serve_cmd(
 
 
 def check_cmd(
-    llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible endpoint (else OPENAI_BASE_URL).")] = None,
-    llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="Model name (else TESTCURATOR_LLM_MODEL).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    llm_base_url: LlmBaseUrl = None,
+    llm_model: LlmModel = None,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
     """Ask an endpoint one structured question: mode it accepts, context window, speed.
 
     Exit 1 when it gives no usable answer.
     """
+    as_json = wants_json(fmt, as_json)
     from testcurator.agents.llm_client import LLMAnswerError, LLMSettings, StructuredClient
     from testcurator.agents.llm_transport import LLMTransportError
     from testcurator.prompts import load_prompt
@@ -87,7 +89,7 @@ def check_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add the `llm` group to ``app``."""
-    llm_app = typer.Typer(name="llm", help="A local LLM server for the LLM brain, and endpoint checks.", no_args_is_help=True)
-    llm_app.command("serve")(serve_cmd)
-    llm_app.command("check")(check_cmd)
+    llm_app = new_group("llm", "A local LLM server for the LLM brain, and endpoint checks.")
+    command(llm_app, "serve")(serve_cmd)
+    command(llm_app, "check")(check_cmd)
     app.add_typer(llm_app, name="llm")

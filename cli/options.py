@@ -59,8 +59,10 @@ class Opt:
 
 def _choice_check(choices: tuple[str, ...]) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
-        if value is not None and value not in choices:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        # A repeatable option's value is a list: every item must be a choice.
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item is not None and item not in choices:
+                raise typer.BadParameter(f"{item!r} is not one of {', '.join(choices)}")
         return value
 
     return check
@@ -95,6 +97,10 @@ BACKEND_MODULE = _opt("--backend", metavar="MODULE",
                       help="Backend module (dotted name or .py file) imported before collection.")
 OUT_DIR = _opt("--out", metavar="DIR", help="Output folder (created if missing).")
 OUT_FILE = _opt("--out", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
+# Commands whose output is always a file (a workflow, a plan): where it goes.
+OUT_TARGET = _opt("--out", metavar="FILE", help="The file to write (atomically).")
+MODEL_DIR = _opt("--model-dir", metavar="DIR", help="Where to assemble the GGUF model file (default: the package's cache).")
+CONFIG_DIR = _opt("--config-dir", metavar="DIR", help="The configs, relative to the backend repository.")
 ROOTDIR = _opt("--rootdir", metavar="DIR", help="pytest's rootdir and working directory (default: the torch root).")
 REPO = _opt("--repo", metavar="DIR", help="Git repository for REV:PATH sides (default: the current directory).")
 RESULTS = _opt("--results", metavar="PATH", help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
@@ -119,7 +125,8 @@ COLLECT = _opt("--collect", help="Also collect the files with pytest (no executi
 DEVICE = _opt("--device", metavar="NAME", help="Device type to instantiate tests for (e.g. curatedev).")
 SHARD = _opt("--shard", metavar="K/N", help="Run only shard K of N, split by recorded duration (one leg of a CI matrix).")
 SHARDS = _opt("--shards", metavar="N", min=1,
-              help="Split each test run into N shards balanced by recorded duration; run them on --executor and merge.")
+              help="Split the tests into N shards balanced by recorded duration (ci github: one matrix leg each; "
+                   "elsewhere: run them on --executor and merge).")
 EXECUTOR = _opt("--executor", metavar="local|ray", choices=("local", "ray"),
                 help="Where shards run: local processes, or a Ray cluster (RAY_ADDRESS, else a local one).")
 GROUP = _opt("--group", metavar="NAME", help="Only the config's files of this feature group (see `testcurator shards plan`).")
@@ -131,12 +138,37 @@ PROFILE = _opt("--profile", metavar="FILE",
 DURATIONS = _opt("--durations", metavar="FILE", help="pytest-split .test_durations to split by (added to the state dir's).")
 DEVICES = _opt("--device", metavar="NAME",
                help="Device type whose name may end class names (e.g. curatedev); repeatable.")
+TIMINGS_DEVICE = _opt("--device", metavar="NAME",
+                      help="Cost tests by this device's recorded durations where known, other devices' elsewhere (e.g. curatedev).")
+BUDGET_S = _opt("--budget-s", metavar="SECONDS", min=0, help="Time budget of tier L1.")
+MAX_JOB_S = _opt("--max-job-s", metavar="SECONDS", min=1, help="Longest expected time of one job (shards per group follow).")
+PREFIX = _opt("--prefix", metavar="NODEID", help="Only node ids starting with this (e.g. test/test_ops.py).")
+RUN_UNRUN = _opt("--run-unrun", help="First run, on the device, the tests the draft did not execute (skipped ones).")
+
+# --- the local LLM server ---------------------------------------------------------------------
+PORT = _opt("--port", metavar="PORT", min=1, max=65535, help="Port to listen on.")
+HOST = _opt("--host", metavar="ADDRESS", help="Address to bind (loopback by default).")
+CONTEXT_TOKENS = _opt("--context-tokens", metavar="N", min=512, help="Context window of the model, in tokens (n_ctx).")
+THREADS = _opt("--threads", metavar="N", min=1, help="CPU threads for generation (default: half the cores).")
+
+# --- CI ---------------------------------------------------------------------------------------
+RUNS_ON = _opt("--runs-on", metavar="LABEL",
+               help="Runner label of a device host; repeatable (default: self-hosted and the device's name).")
+EVENT_TYPE = _opt("--event-type", metavar="TYPE", help="repository_dispatch event type the relay sends.")
+BRANCHES = _opt("--branches", metavar="REGEX", help="Base branches to test (a regular expression).")
+LABEL = _opt("--label", metavar="NAME",
+             help="PR label required ('' for none); waited for, since it may land after the dispatch.")
+CRON = _opt("--cron", metavar="SCHEDULE", help="Nightly schedule, a cron expression (UTC).")
+REQUIREMENT = _opt("--testcurator", metavar="REQUIREMENT", help="pip requirement that installs testcurator on the runners.")
 
 # --- who decides ------------------------------------------------------------------------------
 BRAIN = _opt("--brain", metavar="offline|llm", choices=("offline", "llm"),
              help="Who decides: offline rules (no network) or an LLM (needs OPENAI_BASE_URL or --llm-base-url).")
 LLM_BASE_URL = _opt("--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL).")
 LLM_MODEL = _opt("--llm-model", metavar="NAME", help="Model name (default: $TESTCURATOR_LLM_MODEL).")
+EVAL_SOURCE = _opt("--source", metavar="stored|offline|llm", choices=("stored", "offline", "llm"),
+                   help="Predictions to judge: the run's stored ones, or a brain asked again; repeatable "
+                        "(default: stored and offline).")
 
 # --- what comes out ---------------------------------------------------------------------------
 FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="Output format.")
@@ -179,6 +211,8 @@ OP = _arg("OP", "aten::add (any overload), aten::add.Tensor (exact), or an OpInf
 ENABLE_OP = _arg("OP", "The op now supported: an OpInfo name (add) or an ATen op (aten::add).")
 TEST_NAME = _arg("NAME", "Device-generic test name, Class::test (or path::Class::test).")
 QUERY_TEXT = _arg("TEXT", "What the tests should be about.")
+RUN_DIR = _arg("RUN_DIR", "A run directory (<state-dir>/runs/<id>), or 'latest' (the newest under --state-dir).")
+DURATION_INPUTS = _arg("PATH...", "pytest-split .test_durations files, run folders, results.jsonl or JUnit XML.")
 
 # --- the aliases command modules use ----------------------------------------------------------
 TorchRoot = Annotated[Optional[Path], TORCH_ROOT.make()]
@@ -196,6 +230,9 @@ Backend = Annotated[Optional[Path], BACKEND.make()]
 BackendModule = Annotated[Optional[str], BACKEND_MODULE.make()]
 OutDir = Annotated[Optional[Path], OUT_DIR.make()]
 OutFile = Annotated[Optional[Path], OUT_FILE.make()]
+OutTarget = Annotated[Optional[Path], OUT_TARGET.make()]
+ModelDir = Annotated[Optional[Path], MODEL_DIR.make()]
+ConfigDir = Annotated[str, CONFIG_DIR.make()]
 Rootdir = Annotated[Optional[Path], ROOTDIR.make()]
 Repo = Annotated[Optional[Path], REPO.make()]
 Results = Annotated[Optional[list[Path]], RESULTS.make()]
@@ -217,6 +254,21 @@ Device = Annotated[Optional[str], DEVICE.make()]
 Devices = Annotated[Optional[list[str]], DEVICES.make()]
 Shard = Annotated[Optional[str], SHARD.make()]
 Shards = Annotated[int, SHARDS.make()]
+TimingsDevice = Annotated[Optional[str], TIMINGS_DEVICE.make()]
+BudgetS = Annotated[float, BUDGET_S.make()]
+MaxJobS = Annotated[float, MAX_JOB_S.make()]
+Prefix = Annotated[Optional[str], PREFIX.make()]
+RunUnrun = Annotated[bool, RUN_UNRUN.make()]
+Port = Annotated[int, PORT.make()]
+Host = Annotated[str, HOST.make()]
+ContextTokens = Annotated[int, CONTEXT_TOKENS.make()]
+Threads = Annotated[int, THREADS.make()]
+RunsOn = Annotated[Optional[list[str]], RUNS_ON.make()]
+EventType = Annotated[str, EVENT_TYPE.make()]
+Branches = Annotated[str, BRANCHES.make()]
+Label = Annotated[str, LABEL.make()]
+Cron = Annotated[str, CRON.make()]
+Requirement = Annotated[str, REQUIREMENT.make()]
 ExecutorName = Annotated[str, EXECUTOR.make()]
 Group = Annotated[Optional[str], GROUP.make()]
 Tier = Annotated[Optional[str], TIER.make()]
@@ -226,6 +278,7 @@ Durations = Annotated[Optional[Path], DURATIONS.make()]
 Brain = Annotated[str, BRAIN.make()]
 LlmBaseUrl = Annotated[Optional[str], LLM_BASE_URL.make()]
 LlmModel = Annotated[Optional[str], LLM_MODEL.make()]
+EvalSources = Annotated[Optional[list[str]], EVAL_SOURCE.make()]
 Format = Annotated[str, FORMAT.make()]
 ReviewFormat = Annotated[str, REVIEW_FORMAT.make()]
 JsonDeprecated = Annotated[bool, JSON_DEPRECATED.make()]
@@ -257,6 +310,8 @@ OpArg = Annotated[str, OP.make()]
 EnableOpArg = Annotated[str, ENABLE_OP.make()]
 TestName = Annotated[str, TEST_NAME.make()]
 QueryText = Annotated[str, QUERY_TEXT.make()]
+RunDirArg = Annotated[Path, RUN_DIR.make()]
+DurationInputs = Annotated[list[Path], DURATION_INPUTS.make()]
 
 
 def take_deprecated(new: Any, old: Any, old_name: str, new_name: str, *, default: Any = None) -> Any:
@@ -270,3 +325,8 @@ def take_deprecated(new: Any, old: Any, old_name: str, new_name: str, *, default
         raise usage_error(f"give {new_name} only ({old_name} is its deprecated spelling)")
     typer.echo(f"warning: {old_name} is deprecated; use {new_name}", err=True)
     return old
+
+
+def wants_json(fmt: str, as_json: bool) -> bool:
+    """``--format json``, or its deprecated spelling ``--json``."""
+    return take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"

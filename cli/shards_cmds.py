@@ -8,28 +8,35 @@ inside the group is balanced by duration at collection.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from testcurator.cli.commands import command, new_group
+from testcurator.cli.options import (ConfigReq, Durations, Format, JsonDeprecated, MaxJobS, StateDir, TimingsDevice, TorchRoot,
+                                     wants_json)
+
 console = Console(highlight=False, soft_wrap=True)
-app = typer.Typer(help="Plan shards by feature group and duration.", no_args_is_help=True)
+app = new_group("shards", "Plan shards by feature group and duration.")
 
 
-@app.command("plan")
+@command(app, "plan")
 def plan_cmd(
-    config: Annotated[Path, typer.Option("--config", help="config file or directory")],
-    max_job_s: Annotated[float, typer.Option("--max-job-s", min=1, help="longest expected time of one job, in seconds")] = 1800.0,
-    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", envvar="TORCH_ROOT", help="value of ${TORCH_ROOT}")] = None,
-    durations: Annotated[Optional[Path], typer.Option("--durations", help="a .test_durations file instead of the state dir's")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="plan with this device's timings where known")] = None,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="where durations are kept")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print a GitHub Actions matrix ({include: [...]})")] = False,
+    config: ConfigReq,
+    max_job_s: MaxJobS = 1800.0,
+    torch_root: TorchRoot = None,
+    durations: Durations = None,
+    device: TimingsDevice = None,
+    state_dir: StateDir = None,
+    fmt: Format = "text",
+    as_json: JsonDeprecated = False,
 ) -> None:
-    """Jobs per feature group, as many per group as --max-job-s needs."""
+    """Jobs per feature group, as many per group as --max-job-s needs.
+
+    --format json prints a GitHub Actions matrix ({"include": [{"group", "shard"}, ...]}).
+    """
+    as_json = wants_json(fmt, as_json)
     from testcurator.errors import MissingPathError
     from testcurator.memory.paths import resolve_state_dir
     from testcurator.pipelines.shard_plan import config_files, plan_jobs
@@ -38,11 +45,10 @@ def plan_cmd(
 
     if not config.exists():
         raise MissingPathError(config, "--config")
-    if durations is not None:
-        known = read_test_durations(durations)
-    else:
-        with DurationStore(resolve_state_dir(state_dir)) as store:
-            known = store.known_for(device)
+    with DurationStore(resolve_state_dir(state_dir)) as store:
+        known = store.known_for(device)
+    if durations is not None:  # as exec merges it: the file's (non-zero) timings win over the state dir's
+        known.update({nodeid: s for nodeid, s in read_test_durations(durations).items() if s > 0})
     jobs = plan_jobs(config_files(config, torch_root), known, max_job_s)
     if as_json:
         console.print(json.dumps({"include": [{"group": j.group, "shard": str(j.shard)} for j in jobs]}), markup=False)
@@ -56,4 +62,5 @@ def plan_cmd(
 
 
 def register(root: typer.Typer) -> None:
+    """Add the `shards` group to ``root``."""
     root.add_typer(app, name="shards")

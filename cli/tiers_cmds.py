@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from testcurator.cli.commands import command
+from testcurator.cli.options import BudgetS, ConfigReq, OutTarget, StateDir, TimingsDevice, TorchRoot
+
 console = Console(highlight=False, soft_wrap=True)
 
 
 def tiers_cmd(
-    config: Annotated[Path, typer.Option("--config", help="the curated config (file or directory)")],
-    budget_s: Annotated[float, typer.Option("--budget-s", min=0, help="time budget of L1, in seconds")],
-    torch_root: Annotated[Optional[Path], typer.Option("--torch-root", envvar="TORCH_ROOT", help="value of ${TORCH_ROOT}")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="the device whose recorded durations count (e.g. curatedev)")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="tiers file to write (default: tiers.json beside the config)")] = None,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="memory (the captured op map) and durations")] = None,
+    config: ConfigReq,
+    budget_s: BudgetS,
+    torch_root: TorchRoot = None,
+    device: TimingsDevice = None,
+    out: OutTarget = None,
+    state_dir: StateDir = None,
 ) -> None:
-    """L1: fewest instances exercising every supported op within --budget-s; L2: the config; L3: plus held-back probes."""
+    """L1: fewest instances exercising every supported op within --budget-s; L2: the config; L3: plus held-back probes.
+
+    Reads the state directory's op map (the CPU capture) and durations; writes the tiers file
+    (--out, default: tiers.json beside the config) that `exec --tier` reads.
+    """
     from testcurator.config.loader import load_config
     from testcurator.errors import BadInputError, MissingPathError
     from testcurator.memory.opmap import OpMap
@@ -57,4 +63,5 @@ def tiers_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("tiers")(tiers_cmd)
+    """Add this module's command to ``app``."""
+    command(app, "tiers")(tiers_cmd)
