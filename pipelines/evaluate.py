@@ -31,11 +31,10 @@ from typing import Any, Protocol
 
 from testcurator.agents.brain import ExecutionRecord, op_matches
 from testcurator.agents.decision import Decision
-from testcurator.vocab import NOT_EVIDENCE_CLASSES
 from testcurator.agents.refine import group_records
-from testcurator.config.schema import MODES
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import read_jsonl
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
 EXEC = ("exec", "results.jsonl")

@@ -142,7 +142,7 @@ def test_durations_are_recorded_and_exported(runs: Path) -> None:
 
 def test_bad_shard_values_are_usage_errors(tree: Path, runs: Path) -> None:
     for args, message in ((["--shard", "4/3"], "1 <= K <= N"), (["--shard", "1/2", "--shards", "2"], "give one of them"),
-                          (["--group", "inductor"], "no file of"), (["--executor", "dask"], "expected one of")):
+                          (["--group", "inductor"], "no file of"), (["--executor", "dask"], "'dask' is not one of local, ray")):
         proc = tc(*exec_args(tree, "bad", *args), cwd=runs, check=False)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
