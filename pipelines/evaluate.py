@@ -34,7 +34,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import read_jsonl
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, TestKey
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
 EXEC = ("exec", "results.jsonl")
@@ -67,17 +67,17 @@ class EvalRun:
 
 
 class PredictionSource(Protocol):
-    """Predictions for the tests of ``run.files``: ``file::Class::test`` -> :class:`Prediction`."""
+    """Predictions for the tests of ``run.files``: test key -> :class:`Prediction`."""
 
     name: str
 
-    def predict(self, run: EvalRun) -> dict[str, Prediction]: ...
+    def predict(self, run: EvalRun) -> dict[TestKey, Prediction]: ...
 
 
-def decisions_by_key(store: RunStore, stage: str, files: Iterable[str]) -> dict[str, Decision]:
-    out: dict[str, Decision] = {}
+def decisions_by_key(store: RunStore, stage: str, files: Iterable[str]) -> dict[TestKey, Decision]:
+    out: dict[TestKey, Decision] = {}
     for rel in files:
-        out.update({f"{rel}::{d.test}": d for d in store.read_decisions(stage, rel) or []})
+        out.update({TestKey.of(rel, d.test): d for d in store.read_decisions(stage, rel) or []})
     return out
 
 
@@ -86,7 +86,7 @@ class StoredSource:
 
     name = "stored"
 
-    def predict(self, run: EvalRun) -> dict[str, Prediction]:
+    def predict(self, run: EvalRun) -> dict[TestKey, Prediction]:
         return {k: Prediction.of(d) for k, d in decisions_by_key(RunStore(run.run_dir), "bucket", run.files).items()}
 
 
@@ -98,25 +98,17 @@ class BrainSource:
         self.name = brain
         self.usage: Any = None  # the brain's usage after predict (LLM calls made for the eval)
 
-    def predict(self, run: EvalRun) -> dict[str, Prediction]:
-        from testcurator.agents.bucket import bucket_file, requests_for_file
-        from testcurator.memory.api import Memory
+    def predict(self, run: EvalRun) -> dict[TestKey, Prediction]:
         from testcurator.pipelines import steps
-        from testcurator.pipelines.emit import previous_decisions
         from testcurator.pipelines.context import RunContext
 
         ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
                                 state_dir=run.state_dir, brain=self.name, execute=False,
                                 llm_base_url=run.llm.get("base_url"), llm_model=run.llm.get("model"))
         store = RunStore(run.run_dir)
-        evidence = store.read_json("evidence.json", {})
-        previous = previous_decisions(ctx.configs_dir, ctx.torch_root)  # human edits, as the run saw them
         out: dict[str, Prediction] = {}
-        for rel in run.files:
-            with Memory.open(ctx.state_dir) as memory:
-                requests = requests_for_file(ctx.torch_root, memory, rel, evidence, previous)
-            decisions = bucket_file(ctx.brain, steps.brain_context(ctx, store), requests)
-            out.update({f"{rel}::{d.test}": Prediction.of(d) for d in decisions})
+        for rel in run.files:  # the bucket step itself, on the run's evidence and human edits
+            out.update({TestKey.of(rel, d.test): Prediction.of(d) for d in steps.bucket(ctx, store, rel)})
         self.usage = ctx.brain.usage
         return out
 
@@ -128,7 +120,7 @@ SOURCES: dict[str, Callable[[], PredictionSource]] = {
 }
 
 
-def observed(run: EvalRun) -> dict[str, list[ExecutionRecord]]:
+def observed(run: EvalRun) -> dict[TestKey, list[ExecutionRecord]]:
     """``file::Class::test`` -> its variants, from every execution of the run."""
     records = []
     for parts in (EXEC, EXTRA_EXEC):
@@ -160,7 +152,7 @@ def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
     return "flaky"
 
 
-def evaluate(predictions: Mapping[str, Prediction], truth: Mapping[str, Sequence[ExecutionRecord]]) -> dict[str, Any]:
+def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, Sequence[ExecutionRecord]]) -> dict[str, Any]:
     """Per predicted mode, how many tests got each verdict; and the totals."""
     table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
     for key, prediction in predictions.items():
@@ -174,7 +166,7 @@ def evaluate(predictions: Mapping[str, Prediction], truth: Mapping[str, Sequence
             "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None}
 
 
-def unrun(truth: Mapping[str, Sequence[ExecutionRecord]], keys: Iterable[str]) -> list[str]:
+def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], keys: Iterable[TestKey]) -> list[TestKey]:
     """Keys with no usable variant yet: what an extra execution would settle."""
     return sorted(k for k in keys if not _kept(Prediction("mandatory_success"), truth.get(k, ())))
 
@@ -211,7 +203,7 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def execute_unrun(run: EvalRun, keys: Sequence[str], *, workers: int = 1, timeout: float = 300.0) -> int:
+def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, timeout: float = 300.0) -> int:
     """Run ``keys`` (``file::Class::test``) once on the device, every one as mandatory, into
     ``eval/exec``; returns how many variants ran. The curated configs are not touched."""
     from testcurator.config.editor import ConfigEditor, EntrySpec
@@ -220,7 +212,6 @@ def execute_unrun(run: EvalRun, keys: Sequence[str], *, workers: int = 1, timeou
     from testcurator.pipelines.context import RunContext
     from testcurator.runner.command import RunSpec
     from testcurator.runner.execute import execute
-    from testcurator.vocab import TestKey
 
     if not keys:
         return 0
@@ -228,7 +219,7 @@ def execute_unrun(run: EvalRun, keys: Sequence[str], *, workers: int = 1, timeou
                             state_dir=run.state_dir)
     config = run.run_dir / "eval" / "config"
     by_file: dict[str, list[str]] = {}
-    for key in map(TestKey.parse, keys):
+    for key in keys:
         by_file.setdefault(key.file, []).append(key.name)
     for rel, tests in sorted(by_file.items()):
         editor = ConfigEditor.new(config_path(config, rel), global_=emit.capabilities(ctx.profile))

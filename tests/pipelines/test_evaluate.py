@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testcurator.agents.brain import ExecutionRecord
+from testcurator.vocab import TestKey
 from testcurator.pipelines.evaluate import SOURCES, Prediction, evaluate, judge, markdown, unrun
 
 PASS = ExecutionRecord("v_float32", ("passed",), dtype="float32")
@@ -36,12 +37,15 @@ def test_exclusions_are_applied_before_judging() -> None:
         ExecutionRecord("v_add", ("failed",), op="add"), PASS]) == "held"
 
 
+K = TestKey.parse
+
+
 def test_table_counts_per_mode_and_renders_side_by_side() -> None:
-    truth = {"f::A::a": [PASS], "f::A::b": [FAIL_F16], "f::A::c": [PASS]}
-    good = evaluate({"f::A::a": Prediction("mandatory_success"), "f::A::b": Prediction("xfail_strict"),
-                     "f::A::c": Prediction("mandatory_success")}, truth)
-    bad = evaluate({"f::A::a": Prediction("skip"), "f::A::b": Prediction("mandatory_success"),
-                    "f::A::c": Prediction("skip"), "f::A::d": Prediction("skip")}, truth)
+    truth = {K("f::A::a"): [PASS], K("f::A::b"): [FAIL_F16], K("f::A::c"): [PASS]}
+    good = evaluate({K("f::A::a"): Prediction("mandatory_success"), K("f::A::b"): Prediction("xfail_strict"),
+                     K("f::A::c"): Prediction("mandatory_success")}, truth)
+    bad = evaluate({K("f::A::a"): Prediction("skip"), K("f::A::b"): Prediction("mandatory_success"),
+                    K("f::A::c"): Prediction("skip"), K("f::A::d"): Prediction("skip")}, truth)
     assert good["total"]["held"] == 3 and good["held_share"] == 1.0
     assert bad["per_mode"]["skip"] == {"held": 0, "lost_coverage": 2, "wasted": 0, "passes_anyway": 0, "flaky": 0,
                                        "not_run": 1, "decided": 3}
@@ -50,7 +54,7 @@ def test_table_counts_per_mode_and_renders_side_by_side() -> None:
     assert lines[0].startswith("| predicted mode | offline: decided") and "llm: decided" in lines[0]
     assert "| skip | 0 / 0 / 0 / 0 / 0 | 3 / 0 / 2 / 0 / 1 |" in lines
     assert any(line.startswith("- llm: 2 skip(s) that pass on the device (lost coverage), 1 mandatory_success") for line in lines)
-    assert unrun(truth, ["f::A::a", "f::A::d"]) == ["f::A::d"]
+    assert unrun(truth, [K("f::A::a"), K("f::A::d")]) == [K("f::A::d")]
 
 
 def test_sources_are_an_explicit_registry() -> None:
