@@ -56,7 +56,7 @@ def level2(loaded: LoadedConfig) -> list[TreeProblem]:
             continue  # level 1 says it does not exist
         real = os.path.realpath(path)
         facts = test_facts(path)
-        if not facts:
+        if not facts and file.entries:
             out.append(TreeProblem(Problem(file.location, f"no test is defined in {path.name} as read statically "
                                            "(a syntax error, or tests made at run time: try --level 3)"), real))
             continue
