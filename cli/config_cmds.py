@@ -8,24 +8,41 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command
-from testcurator.cli.options import AllowOutsideRoot, ConfigPaths, TorchRoot
+from testcurator.cli.options import AllowOutsideRoot, ConfigPaths, Level, TorchRoot
+from testcurator.config.levels import level2_problems
 from testcurator.config.loader import config_files, validate
 from testcurator.config.schema import json_schema
 from testcurator.errors import ConfigError
 
 
-def validate_cmd(paths: ConfigPaths, torch_root: TorchRoot = None, allow_outside_root: AllowOutsideRoot = False) -> None:
+def validate_cmd(paths: ConfigPaths, torch_root: TorchRoot = None, allow_outside_root: AllowOutsideRoot = False,
+                 level: Level = 1) -> None:
     """Check configs: exit 0 when valid, else exit 2 with one `file:line:col: message` per problem.
 
-    Test paths must be Python test files inside the torch root; instantiated names get the
-    generic name to write instead (checked against the upstream file when it is found).
+    Level 1: schema, syntax, test paths (Python test files inside the torch root; instantiated
+    names get the generic name to write instead). Level 2 also reads the upstream files
+    (never imports them): stale entries (names no file defines), ops/modules edits on tests
+    without @ops/@modules, excluded dtypes the test never has. Level 3 also collects the
+    files with pytest (no execution): files that do not collect, instantiated names.
     """
-    problems = validate(paths, torch_root=torch_root.resolve() if torch_root else None,
-                        allow_outside_root=allow_outside_root)
+    root = torch_root.resolve() if torch_root else None
+    console = Console(highlight=False)
+    notes: list[str] = []
+    if level >= 3:
+        from testcurator.pipelines.validate_tree import level3  # imports the runner: only when asked
+
+        result = level3(paths, torch_root=root, allow_outside_root=allow_outside_root)
+        problems, notes = result.problems, result.notes
+    elif level == 2:
+        problems = level2_problems(paths, torch_root=root, allow_outside_root=allow_outside_root)
+    else:
+        problems = validate(paths, torch_root=root, allow_outside_root=allow_outside_root)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
     if problems:
         raise ConfigError(problems)
     count = sum(len(config_files(p)) for p in paths)
-    Console(highlight=False).print(f"{count} config file(s) valid")
+    console.print(f"{count} config file(s) valid (level {level})")
 
 
 def schema_cmd() -> None:

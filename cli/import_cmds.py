@@ -6,8 +6,10 @@
   PyTorch's disabled-tests JSON;
 - ``export disabled-tests --config DIR --out FILE.json [--torch-root ROOT]``.
 
-Imports collect the named upstream files for real, write one config per file, and print
-(or ``--report`` write: ``.json`` or markdown) the exactness report.
+Imports collect the named upstream files for real (a file that does not load is reported,
+the rest imported), write one config per file, validate what they wrote (level 2), and
+print (or ``--report`` write: ``.json`` or markdown) the exactness report, ending in a
+summary line; exit 1 when more patterns than ``--max-unplaced`` could not be placed.
 """
 
 from __future__ import annotations
@@ -16,26 +18,44 @@ import json
 from pathlib import Path
 import typer
 
-from testcurator.cli.commands import command, new_group
+from testcurator.cli.commands import command, new_group, usage_error
 from testcurator.cli.options import (AsDevice, ConfigReq, DisabledFile, Force, ImportMode, IncludeUnlisted,
-                                     IncludeXfail, OutDirReq, OutFileReq, Platform, Platforms, Report, SkiplistFile,
-                                     StripSuffix, TestFile, TorchRoot, TorchRootReq, UnlistedMode)
+                                     IncludeXfail, MaxUnplaced, OutDirReq, OutFileReq, Platform, Platforms, Report,
+                                     SkiplistFile, StripSuffix, TestFile, TorchRoot, TorchRootReq, UnlistedMode)
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
 from testcurator.pipelines.exporters import export_disabled_tests
-from testcurator.pipelines.importers import ImportReport, import_disabled_tests, import_skip_list, report_markdown
+from testcurator.pipelines.import_report import ImportReport, parse_threshold, report_markdown, unplaced_exceeds
+from testcurator.pipelines.importers import import_disabled_tests, import_skip_list
 
 import_app = new_group(None, "Import skip lists into configs (with an exactness report).")
 export_app = new_group(None, "Export a config to other formats.")
 
 
-def _emit(report: ImportReport, out: Path, report_path: Path | None) -> None:
+DEFAULT_MAX_UNPLACED = "10%"
+
+
+def _check_threshold(text: str) -> None:
+    # A usage error before the minutes of collection, not after.
+    try:
+        parse_threshold(text)
+    except BadInputError as exc:
+        raise usage_error(f"--max-unplaced: {exc}") from exc
+
+
+def _emit(report: ImportReport, out: Path, report_path: Path | None, max_unplaced: str) -> None:
     text = report_markdown(report)
     if report_path is not None:
         body = json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n" if report_path.suffix == ".json" else text
         atomic_write_text(report_path, body)
     typer.echo(text, nl=False)
     typer.echo(f"wrote {len(report.written)} config(s) to {out}: {', '.join(report.written)}")
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+    failure = unplaced_exceeds(report, max_unplaced)
+    if failure:
+        typer.echo(f"error: {failure} (see the report; --max-unplaced sets the limit)", err=True)
+        raise typer.Exit(1)
 
 
 def skiplist_cmd(
@@ -48,13 +68,15 @@ def skiplist_cmd(
     as_device: AsDevice = None,
     report: Report = None,
     force: Force = False,
+    max_unplaced: MaxUnplaced = DEFAULT_MAX_UNPLACED,
 ) -> None:
     """Import an intel/torch-xpu-ops style skip list (substring patterns, as pytest -k applies them)."""
     if not file.is_file():
         raise BadInputError(f"skip list does not exist: {file}")
+    _check_threshold(max_unplaced)
     result = import_skip_list(file, torch_root=torch_root.resolve(), out_dir=out, mode=mode, unlisted_mode=unlisted_mode,
                               strip_suffix=strip_suffix, as_device=as_device, force=force)
-    _emit(result, out, report)
+    _emit(result, out, report, max_unplaced)
 
 
 def disabled_import_cmd(
@@ -67,13 +89,15 @@ def disabled_import_cmd(
     platform: Platform = None,
     report: Report = None,
     force: Force = False,
+    max_unplaced: MaxUnplaced = "100%",
 ) -> None:
     """Import PyTorch's disabled-tests JSON (exact names, PyTorch's own matching rule)."""
     if not file.is_file():
         raise BadInputError(f"disabled-tests file does not exist: {file}")
+    _check_threshold(max_unplaced)
     result = import_disabled_tests(file, torch_root=torch_root.resolve(), out_dir=out, test_files=test_file or (),
                                    mode=mode, unlisted_mode=unlisted_mode, platform=platform, force=force)
-    _emit(result, out, report)
+    _emit(result, out, report, max_unplaced)
 
 
 def disabled_export_cmd(

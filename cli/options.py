@@ -105,6 +105,9 @@ ROOTDIR = _opt("--rootdir", metavar="DIR", help="pytest's rootdir and working di
 REPO = _opt("--repo", metavar="DIR", help="Git repository for REV:PATH sides (default: the current directory).")
 RESULTS = _opt("--results", metavar="PATH", help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
 FILES = _opt("--files", metavar="GLOB", help="Glob or path relative to the root (repeatable; default: test/**/test_*.py).")
+LEVEL = _opt("--level", metavar="1|2|3", min=1, max=3,
+              help="1: schema and paths; 2: also every named test, op and dtype against the upstream files (static); "
+                   "3: also collect the files (no execution) and check the instantiated names.")
 ALLOW_OUTSIDE_ROOT = _opt("--allow-outside-root",
                           help="Accept test paths that resolve outside the torch root (default: an error).")
 
@@ -190,7 +193,10 @@ UNLISTED_MODE = _opt("--unlisted-mode", metavar="MODE", choices=MODES,
                      help="unlisted_test_mode of each imported file (mandatory_success, xfail, xfail_strict, skip).")
 STRIP_SUFFIX = _opt("--strip-suffix", metavar="SUFFIX", help="Wrapper-file suffix to drop from keys.")
 AS_DEVICE = _opt("--as-device", metavar="NAME",
-                 help="Device the list was written for (e.g. xpu); its name in patterns becomes the collected device.")
+                 help="Device the list was written for (e.g. xpu); its name in patterns becomes the collected device "
+                      "(default: the device most patterns name, if any; cpu: match as written).")
+MAX_UNPLACED = _opt("--max-unplaced", metavar="N|P%",
+                    help="Exit 1 when more than N (or P% of the) patterns of files in the tree could not be placed.")
 TEST_FILE = _opt("--test-file", metavar="PATH", help="Upstream file (relative to the torch root) to match keys in; repeatable.")
 PLATFORM = _opt("--platform", metavar="NAME", help="Only keys disabled on this platform (default: all).")
 PLATFORMS = _opt("--platform", metavar="NAME", help="Platforms of every exported key; repeatable (default: all).")
@@ -238,6 +244,7 @@ Repo = Annotated[Optional[Path], REPO.make()]
 Results = Annotated[Optional[list[Path]], RESULTS.make()]
 Files = Annotated[Optional[list[str]], FILES.make()]
 AllowOutsideRoot = Annotated[bool, ALLOW_OUTSIDE_ROOT.make()]
+Level = Annotated[int, LEVEL.make()]
 Workers = Annotated[Optional[int], WORKERS.make()]
 Timeout = Annotated[float, TIMEOUT.make()]
 Retries = Annotated[int, RETRIES.make()]
@@ -292,6 +299,7 @@ ImportMode = Annotated[str, IMPORT_MODE.make()]
 UnlistedMode = Annotated[str, UNLISTED_MODE.make()]
 StripSuffix = Annotated[str, STRIP_SUFFIX.make()]
 AsDevice = Annotated[Optional[str], AS_DEVICE.make()]
+MaxUnplaced = Annotated[str, MAX_UNPLACED.make()]
 TestFile = Annotated[Optional[list[str]], TEST_FILE.make()]
 Platform = Annotated[Optional[str], PLATFORM.make()]
 Platforms = Annotated[Optional[list[str]], PLATFORMS.make()]

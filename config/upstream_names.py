@@ -1,4 +1,5 @@
-"""What is known about upstream test names, to turn an instantiated name into its generic one.
+"""What is known about upstream test names, to turn an instantiated name into its generic one
+and to check a config against the tree without importing it (``validate --level 2``).
 
 Two sources, used by the loader only when a config names a test by an instantiated name
 (``TestCommonCPU::test_out_argument_add_cpu_float32``) and the right generic name must be
@@ -17,38 +18,99 @@ from __future__ import annotations
 
 import ast
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+# Decorators that give a test its dtypes (common_device_type): @dtypes for every device,
+# @dtypesIfCUDA and the like for one. An excluded dtype must occur in one of them.
+_DTYPE_DECORATORS = ("dtypes", "dtypesIf")
+
+
+@dataclass(frozen=True)
+class TestFacts:
+    """What the source says about one test, read statically (for validate --level 2)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    dtypes: frozenset[str] | None  # literal dtypes over every device; None: not statically known
+    ops: bool  # an @ops test (OpInfo variants)
+    modules: bool  # a @modules test (ModuleInfo variants)
 
 
 def defined_tests(path: Path) -> frozenset[str]:
     """``Class::test`` for every test method of every class in ``path`` (empty if unreadable)."""
+    return frozenset(name for name in test_facts(path) if "::" in name)
+
+
+def test_facts(path: Path) -> dict[str, TestFacts]:
+    """Per ``Class::test`` (methods, inherited ones of the same file included) and per
+    module-level ``test_x`` function, what its decorators say; empty if unreadable."""
     try:
         stat = os.stat(path)
     except OSError:
-        return frozenset()
-    return _defined_tests(str(path), stat.st_mtime_ns, stat.st_size)
+        return {}
+    return _test_facts(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 @lru_cache(maxsize=64)
-def _defined_tests(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+def _test_facts(path: str, mtime_ns: int, size: int) -> dict[str, TestFacts]:
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):
-        return frozenset()
+        return {}
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
-    def methods(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    def methods(name: str, seen: frozenset[str] = frozenset()) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         node = classes.get(name)
         if node is None or name in seen:
-            return set()
-        own = {f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")}
-        for base in node.bases:
+            return {}
+        own: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for base in reversed(node.bases):
             if isinstance(base, ast.Name):
-                own |= methods(base.id, seen | {name})
+                own.update(methods(base.id, seen | {name}))
+        own.update({f.name: f for f in node.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")})
         return own
 
-    return frozenset(f"{cls}::{test}" for cls in classes for test in methods(cls))
+    out = {f"{cls}::{test}": _facts(fn) for cls in classes for test, fn in methods(cls).items()}
+    out.update({fn.name: _facts(fn) for fn in tree.body
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("test")})
+    return out
+
+
+def _decorator_name(node: ast.expr) -> str:
+    target = node.func if isinstance(node, ast.Call) else node
+    return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+
+def _facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> TestFacts:
+    names = [_decorator_name(d) for d in fn.decorator_list]
+    dtypes: set[str] | None = set()
+    for deco, name in zip(fn.decorator_list, names):
+        if name == "parametrize" and isinstance(deco, ast.Call) and deco.args and "dtype" in ast.unparse(deco.args[0]):
+            dtypes = None  # @parametrize("dtype", ...): values not read
+        if dtypes is not None and name.startswith(_DTYPE_DECORATORS) and isinstance(deco, ast.Call):
+            dtypes = _literal_dtypes(deco.args, dtypes)
+    if "ops" in names or "modules" in names:
+        dtypes = None  # their infos give the dtypes, per device
+    return TestFacts(frozenset(dtypes) if dtypes is not None else None, "ops" in names, "modules" in names)
+
+
+def _literal_dtypes(args: list[ast.expr], into: set[str]) -> set[str] | None:
+    """``torch.float32``, tuples of them (dtype pairs); anything else (a call, ``*``) is unknown."""
+    import torch
+
+    for arg in args:
+        parts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+        for part in parts:
+            if not (isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "torch"):
+                return None
+            value = getattr(torch, part.attr, None)
+            if not isinstance(value, torch.dtype):
+                return None
+            into.add(str(value).split(".", 1)[1])
+    return into
 
 
 @lru_cache(maxsize=1)

@@ -25,114 +25,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from testcurator.config.editor import ConfigEditor, EntrySpec
+from testcurator.config.levels import level2_problems
+from testcurator.config.upstream_names import defined_tests
 from testcurator.errors import BadInputError
-from testcurator.names import split_device_class
-from testcurator.pipelines.exporters import key_matches, parse_key
+from testcurator.pipelines.exporters import parse_key
+from testcurator.pipelines.import_match import (DeviceOnly, DisabledKeyMatcher, PatternRow, SubstringMatcher,
+                                                guess_device, match_patterns)
+from testcurator.pipelines.import_report import ImportReport, LoadError, MissingFile, substring_flag
 from testcurator.pipelines.skiplist_readers import Pattern, read_disabled_tests, read_skip_list
-from testcurator.runner.collect import CollectedTest, collect
-
-@dataclass(frozen=True)
-class PatternRow:
-    """One line of the exactness report."""
-
-    file: str
-    pattern: str
-    kind: str  # exact | substring | unmatched
-    instances: tuple[str, ...]
-    generic: tuple[tuple[str, str], ...]  # (generic name, "full" | "k/M")
-    via_keyword: bool = False  # matched through a class/module/folder name, not the test name
-
-
-@dataclass
-class ImportReport:
-    """Exactness of an import: per pattern, and per generic test decided."""
-
-    source: str
-    rows: list[PatternRow] = field(default_factory=list)
-    decisions: list[tuple[str, str, str]] = field(default_factory=list)  # (file, generic, how)
-    missing_files: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "patterns": [{"file": r.file, "pattern": r.pattern, "kind": r.kind, "via_keyword": r.via_keyword,
-                          "instances": list(r.instances), "generic": [list(g) for g in r.generic]} for r in self.rows],
-            "decisions": [list(d) for d in self.decisions],
-            "missing_files": self.missing_files,
-            "written": self.written,
-        }
-
-
-# --- matching ---------------------------------------------------------------------------
-class SubstringMatcher:
-    """pytest ``-k`` identifier semantics: case-insensitive substring of any keyword.
-
-    ``as_device``: the list was written for that device (``xpu``) while collection here
-    instantiates for another (``cpu``); the device's name in a pattern is rewritten to the
-    collected test's device before matching.
-    """
-
-    def __init__(self, as_device: str | None = None) -> None:
-        self.as_device = as_device.lower() if as_device else None
-
-    def needle(self, pattern: str, test: CollectedTest) -> str:
-        needle = pattern.lower()
-        if self.as_device and test.device and self.as_device != test.device.lower():
-            needle = needle.replace(self.as_device, test.device.lower())
-        return needle
-
-    def __call__(self, pattern: str, test: CollectedTest) -> bool:
-        needle = self.needle(pattern, test)
-        return any(needle in kw.lower() for kw in test.keywords)
-
-    def kind(self, pattern: str, matched: Sequence[CollectedTest]) -> tuple[str, bool]:
-        """(exact | substring, whether any hit came through a non-test-name keyword)."""
-        via = any(self.needle(pattern, t) not in t.name.lower() for t in matched)
-        exact = len(matched) == 1 and self.needle(pattern, matched[0]) in (matched[0].name.lower(), matched[0].instance.lower())
-        return ("exact" if exact else "substring"), via
-
-
-class DisabledKeyMatcher:
-    """PyTorch's disabled-test rule; kinds: exact, suffix-stripped (all dtypes), class-prefix."""
-
-    def __call__(self, pattern: str, test: CollectedTest) -> bool:
-        return key_matches(parse_key(pattern), test)
-
-    def kind(self, pattern: str, matched: Sequence[CollectedTest]) -> tuple[str, bool]:
-        key = parse_key(pattern)
-        same_class = all(key.cls in (t.cls, split_device_class(t.cls)[0]) for t in matched)
-        if not same_class:
-            return "class-prefix", True
-        return ("exact" if all(t.name == key.test for t in matched) else "suffix-stripped"), False
-
-
-Matcher = SubstringMatcher | DisabledKeyMatcher
-
-
-def match_patterns(file: str, patterns: Sequence[Pattern], tests: Sequence[CollectedTest],
-                   matcher: Matcher) -> tuple[list[PatternRow], dict[str, set[str]]]:
-    """Per pattern, its report row; and per pattern text, the node ids it matched."""
-    by_generic: dict[str, list[CollectedTest]] = {}
-    for t in tests:
-        by_generic.setdefault(t.generic, []).append(t)
-    rows, hits = [], {}
-    for pattern in patterns:
-        matched = [t for t in tests if matcher(pattern.text, t)]
-        hits[pattern.text] = {t.nodeid for t in matched}
-        kind, via = matcher.kind(pattern.text, matched) if matched else ("unmatched", False)
-        generic = []
-        for g in sorted({t.generic for t in matched}):
-            k, m = sum(1 for t in by_generic[g] if t.nodeid in hits[pattern.text]), len(by_generic[g])
-            generic.append((g, "full" if k == m else f"{k}/{m}"))
-        rows.append(PatternRow(file, pattern.text, kind, tuple(sorted(t.instance for t in matched)), tuple(generic), via))
-    return rows, hits
-
+from testcurator.runner.collect import CollectedTest, collect_files
 
 # --- planning entries -------------------------------------------------------------------
 def _ids(tests: Sequence[CollectedTest]) -> set[str]:
@@ -174,41 +79,88 @@ def _expresses(candidate: dict[str, Any], instances: Sequence[CollectedTest], ma
     return True
 
 
+def _add_device_only(edit: dict[str, Any] | None, items: Sequence[DeviceOnly]) -> dict[str, Any]:
+    """``edit`` plus the exclusions of variants only the device has (not checkable here)."""
+    out: dict[str, Any] = json.loads(json.dumps(edit or {}))
+    for item in items:
+        if item.op:
+            refs = out.setdefault("ops", {}).setdefault("exclude", [])
+            ref = next((r for r in refs if r["name"] == item.op), None)
+            if ref is None:
+                refs.append({"name": item.op, "dtypes": [{"name": d} for d in item.dtypes]})
+            elif "dtypes" in ref:  # a ref without dtypes already excludes the whole op
+                ref["dtypes"] = [{"name": d} for d in sorted({x["name"] for x in ref["dtypes"]} | set(item.dtypes))]
+        else:
+            refs = out.setdefault("dtypes", {}).setdefault("exclude", [])
+            refs[:] = [{"name": d} for d in sorted({x["name"] for x in refs} | set(item.dtypes))]
+    return out
+
+
+def _resolution(row: PatternRow, names: Sequence[str]) -> str:
+    if row.kind == "device-only":
+        return row.reason
+    cover = [f"all instances of {g}" if c == "full" else f"{c.replace('/', ' of ')} instances of {g}"
+             for g, c in row.generic if g in names]
+    return f"{row.kind}: {', '.join(cover)}"
+
+
+def _reason(source: str, file_key: str, names: Sequence[str], pats: Sequence[str], patterns: Sequence[Pattern],
+            rows: dict[str, PatternRow], notes: dict[str, str]) -> str:
+    """Their notes, each next to the patterns (and so ops and dtypes) it explains."""
+    by_note: dict[str, list[str]] = {}
+    for p in patterns:
+        if p.text in pats:
+            by_note.setdefault(p.comment or "", []).append(
+                f"{p.text!r} (line {p.line}: {_resolution(rows[p.text], names)})" if p.line else repr(p.text))
+    lines = [f"imported from {source} ({file_key}):"]
+    for note, said in by_note.items():
+        lines.append(f"{'their note: ' + note if note else 'no note'} -- on {'; '.join(said)}")
+    lines += [substring_flag(rows[p]) for p in pats if rows[p].kind == "substring"]
+    lines += [f"{n}: {notes[n]}" for n in names if n in notes]
+    return "\n".join(lines)
+
+
 def plan_entries(source: str, file_key: str, patterns: Sequence[Pattern], tests: Sequence[CollectedTest],
-                 hits: dict[str, set[str]], mode: str, unlisted_mode: str,
-                 report: ImportReport) -> list[EntrySpec]:
+                 hits: dict[str, set[str]], mode: str, unlisted_mode: str, report: ImportReport,
+                 rows: Sequence[PatternRow]) -> list[EntrySpec]:
     """Entries for one upstream file, grouped by (patterns, mode, edits); sorted."""
     by_generic: dict[str, list[CollectedTest]] = {}
     for t in tests:
         by_generic.setdefault(t.generic, []).append(t)
+    by_row = {r.pattern: r for r in rows}
+    device: dict[str, list[tuple[str, DeviceOnly]]] = {}
+    for r in rows:
+        if r.device_only is not None:
+            device.setdefault(r.device_only.generic, []).append((r.pattern, r.device_only))
     matched = set().union(*hits.values()) if hits else set()
     groups: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
     notes: dict[str, str] = {}
-    for generic in sorted(by_generic):
-        inst = by_generic[generic]
-        hit = _ids(inst) & matched
-        if not hit:
+    for generic in sorted(set(by_generic) | set(device)):
+        inst = by_generic.get(generic, [])
+        hit, extra = _ids(inst) & matched, device.get(generic, [])
+        if not hit and not extra:
             continue
-        pats = tuple(p.text for p in patterns if hits[p.text] & hit)
-        edits, how = None, "full"
-        entry_mode = mode
-        if len(hit) < len(inst):
-            edits = exclusion_edit(inst, hit) if mode == "skip" else None
-            if edits is not None:
-                entry_mode, how = unlisted_mode, f"edit ({len(hit)}/{len(inst)} instances excluded)"
+        pats = tuple(p.text for p in patterns if hits[p.text] & hit or any(p.text == q for q, _ in extra))
+        edits, how, entry_mode = None, "full", mode
+        dev = f", {len(extra)} device-only variant(s)" if extra else ""
+        whole = (inst and len(hit) == len(inst)) or any(not d.dtypes for _, d in extra)
+        if not whole:
+            edits = exclusion_edit(inst, hit) if mode == "skip" and hit else None
+            if mode == "skip" and (edits is not None or not hit):
+                edits = _add_device_only(edits, [d for _, d in extra])
+                entry_mode = unlisted_mode
+                how = f"edit ({len(hit)}/{len(inst)} instances excluded{dev})"
             else:
-                how = f"widened ({len(hit)}/{len(inst)} instances matched; the whole test gets {mode})"
+                edits = None
+                how = f"widened ({len(hit)}/{len(inst)} instances matched{dev}; the whole test gets {mode})"
                 notes[generic] = how
         report.decisions.append((file_key, generic, how))
         groups.setdefault((pats, entry_mode, json.dumps(edits, sort_keys=True)), []).append(generic)
     specs = []
     for (pats, entry_mode, edits_json), names in sorted(groups.items(), key=lambda kv: sorted(kv[1])[0]):
-        inst_ids = set().union(*(_ids(by_generic[n]) for n in names))
-        lines = [f"imported from {source} ({file_key}): pattern {p!r} matched {len(hits[p] & inst_ids)}"
-                 f" instantiated tests of {len(inst_ids)}" for p in pats]
-        lines += [f"their note on {p.text!r}: {p.comment}" for p in patterns if p.text in pats and p.comment]
-        lines += [f"{n}: {notes[n]}" for n in names if n in notes]
-        specs.append(EntrySpec(tuple(sorted(names)), entry_mode, "\n".join(lines), json.loads(edits_json)))
+        names = sorted(names)
+        reason = _reason(source, file_key, names, pats, patterns, by_row, notes)
+        specs.append(EntrySpec(tuple(names), entry_mode, reason, json.loads(edits_json)))
     return specs
 
 
@@ -239,39 +191,72 @@ def _write(out_dir: Path, planned: list[tuple[str, str, list[EntrySpec]]], heade
     return sorted(t.name for t, *_ in targets)
 
 
-def _collect(torch_root: Path, upstreams: Sequence[str], collected: Sequence[CollectedTest] | None,
+def _collect(torch_root: Path, counts: dict[str, int | None], collected: Sequence[CollectedTest] | None,
              report: ImportReport) -> dict[str, list[CollectedTest]]:
-    present = [u for u in upstreams if (torch_root / u).is_file()]
-    report.missing_files = sorted(set(upstreams) - set(present))
+    """The tests of every listed file the tree has and that loads (``counts``: patterns per
+    file, None for a whole-file key); the others go into the report."""
+    present = [u for u in counts if (torch_root / u).is_file()]
+    report.missing = [MissingFile(u, counts[u] or 0, counts[u] is None) for u in sorted(set(counts) - set(present))]
+    errors = []
     if collected is None:
-        collected = collect(sorted({torch_root / u for u in present}), rootdir=torch_root)
-    by_file: dict[str, list[CollectedTest]] = {u: [] for u in present}
+        result = collect_files(sorted({torch_root / u for u in present}), rootdir=torch_root)
+        collected, errors = result.tests, result.errors
     real = {os.path.realpath(torch_root / u): u for u in present}
+    for e in errors:
+        upstream = real.get(e.file, e.nodeid)
+        report.load_errors.append(LoadError(upstream, e.summary, e.head, counts.get(upstream) or 0))
+    failed = {e.file for e in report.load_errors}
+    by_file: dict[str, list[CollectedTest]] = {u: [] for u in present if u not in failed}
     for t in collected:
-        if t.file in real:
+        if t.file in real and real[t.file] in by_file:
             by_file[real[t.file]].append(t)
     return by_file
+
+
+def _validate_written(report: ImportReport, out_dir: Path, torch_root: Path) -> None:
+    paths = [out_dir / name for name in report.written]
+    report.validation = [str(p) for p in level2_problems(paths, torch_root=torch_root)] if paths else []
 
 
 def import_skip_list(path: Path, *, torch_root: Path, out_dir: Path, mode: str = "skip",
                      unlisted_mode: str = "mandatory_success", strip_suffix: str = "_xpu", test_dir: str = "test",
                      as_device: str | None = None, force: bool = False,
                      collected: Sequence[CollectedTest] | None = None) -> ImportReport:
-    """Import an xpu-ops skip list into configs under ``out_dir``; returns the exactness report."""
-    files = read_skip_list(path, strip_suffix=strip_suffix, test_dir=test_dir)
-    report = ImportReport(path.name)
-    by_file = _collect(torch_root, [f.upstream for f in files], collected, report)
+    """Import an xpu-ops skip list into configs under ``out_dir``; returns the exactness report.
+
+    Without ``as_device``, a device most patterns name (``_xpu``) is inferred, and the report
+    says so. A file that does not load is reported with its patterns; the rest is imported.
+    """
+    skip_list = read_skip_list(path, strip_suffix=strip_suffix, test_dir=test_dir)
+    report = ImportReport(path.name, unreadable=[str(p) for p in skip_list.unreadable])
+    counts: dict[str, int | None] = {}  # None: only whole-file keys (nothing to skip)
+    for f in skip_list.files:
+        if f.patterns:
+            counts[f.upstream] = (counts.get(f.upstream) or 0) + len(f.patterns)
+        else:
+            counts.setdefault(f.upstream, None)
+    by_file = _collect(torch_root, counts, collected, report)
+    report.rows.extend(PatternRow(e.file, p.text, "not-loaded", (), (), reason=f"the file did not load: {e.summary}")
+                       for e in report.load_errors for f in skip_list.files if f.upstream == e.file for p in f.patterns)
+    if as_device is None:
+        guess = guess_device([p.text for f in skip_list.files if f.upstream in by_file for p in f.patterns])
+        if guess is not None:
+            as_device = guess[0]
+            report.notes.append(f"inferred --as-device {as_device}: {guess[1]} of the patterns name it "
+                                "(pass --as-device cpu to match them as written)")
     matcher = SubstringMatcher(as_device)
     planned = []
-    for f in files:
+    for f in skip_list.files:
         if f.upstream not in by_file:
             continue
-        rows, hits = match_patterns(f.upstream, f.patterns, by_file[f.upstream], matcher)
+        tests = by_file[f.upstream]
+        rows, hits = match_patterns(f.upstream, f.patterns, tests, matcher, defined_tests(torch_root / f.upstream))
         report.rows.extend(rows)
-        planned.append((f.upstream, unlisted_mode, plan_entries(path.name, f.key, f.patterns, by_file[f.upstream],
-                                                                 hits, mode, unlisted_mode, report)))
+        planned.append((f.upstream, unlisted_mode, plan_entries(path.name, f.key, f.patterns, tests, hits, mode,
+                                                                 unlisted_mode, report, rows)))
     header = f"Imported by testcurator from the skip list {path.name}; reasons say which pattern led to each entry."
     report.written = _write(out_dir, planned, header, force, test_dir)
+    _validate_written(report, out_dir, torch_root)
     return report
 
 
@@ -285,33 +270,21 @@ def import_disabled_tests(path: Path, *, torch_root: Path, out_dir: Path, test_f
     modules = {parse_key(p.text).module for p in patterns} - {None, "__main__"}
     upstreams = sorted(set(test_files) | {f"{test_dir}/{m.replace('.', '/')}.py" for m in modules if m})
     report = ImportReport(path.name)
-    by_file = _collect(torch_root, upstreams, collected, report)
+    module_file = [f"{test_dir}/{(parse_key(p.text).module or '').replace('.', '/')}.py" for p in patterns]
+    counts: dict[str, int | None] = {u: module_file.count(u) for u in upstreams}
+    by_file = _collect(torch_root, counts, collected, report)
     matcher = DisabledKeyMatcher()
     planned, anywhere = [], set()
     for upstream, tests in sorted(by_file.items()):
         rows, hits = match_patterns(upstream, patterns, tests, matcher)
-        report.rows.extend(r for r in rows if r.kind != "unmatched")
-        anywhere |= {r.pattern for r in rows if r.kind != "unmatched"}
+        placed = [r for r in rows if r.kind != "unmatched"]
+        report.rows.extend(placed)
+        anywhere |= {r.pattern for r in placed}
         planned.append((upstream, unlisted_mode, plan_entries(path.name, upstream, patterns, tests, hits, mode,
-                                                              unlisted_mode, report)))
-    report.rows.extend(PatternRow("-", p.text, "unmatched", (), ()) for p in patterns if p.text not in anywhere)
+                                                              unlisted_mode, report, placed)))
+    report.rows.extend(PatternRow("-", p.text, "unmatched", (), (), reason="no collected test has this name")
+                       for p in patterns if p.text not in anywhere)
     header = f"Imported by testcurator from the disabled-tests JSON {path.name}."
     report.written = _write(out_dir, planned, header, force, test_dir)
+    _validate_written(report, out_dir, torch_root)
     return report
-
-
-def report_markdown(report: ImportReport) -> str:
-    """The exactness report as a markdown table (stable order)."""
-    out = [f"# Import of {report.source}", "", "| file | pattern | kind | instances | generic tests (coverage) |",
-           "|---|---|---|---:|---|"]
-    for r in sorted(report.rows, key=lambda r: (r.file, r.pattern)):
-        kind = r.kind + (" (via class/module name)" if r.via_keyword else "")
-        gen = ", ".join(f"`{g}` {c}" for g, c in r.generic) or "-"
-        out.append(f"| {r.file} | `{r.pattern}` | {kind} | {len(r.instances)} | {gen} |")
-    kinds = {k: sum(1 for r in report.rows if r.kind == k) for k in sorted({r.kind for r in report.rows})}
-    out += ["", "Patterns by kind: " + (", ".join(f"{k} {v}" for k, v in kinds.items()) or "none")]
-    widened = [d for d in report.decisions if d[2].startswith("widened")]
-    out += [f"Generic tests decided: {len(report.decisions)} ({len(widened)} widened)"]
-    out += [f"- widened: {f} `{g}`: {how}" for f, g, how in sorted(widened)]
-    out += [f"- upstream file missing: {m}" for m in report.missing_files]
-    return "\n".join(out) + "\n"

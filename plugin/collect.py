@@ -3,7 +3,9 @@
 Loaded into the child ``pytest --collect-only`` that :func:`testcurator.runner.collect.collect`
 starts (never in the caller's process). Each record names the item in generic terms and
 carries its keywords, the names ``pytest -k`` matches against (every node name in the
-item's chain but the session's, plus marker names).
+item's chain but the session's, plus marker names). A file that does not collect (an
+ImportError from version skew, a syntax error) becomes one ``{"error": ...}`` record with
+pytest's whole report, so the caller can say why, from its first line.
 """
 
 from __future__ import annotations
@@ -24,12 +26,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(OUT_OPTION, dest="curate_collect_out", default=None, help="write collected items as JSON lines")
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    out = session.config.getoption("curate_collect_out")
-    if not out:
-        return
-    records = [_record(item) for item in session.items]
-    Path(out).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), encoding="utf-8")
+class _Recorder:
+    """Holds the failed collection reports of this session (one per child process)."""
+
+    def __init__(self) -> None:
+        self.errors: list[pytest.CollectReport] = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(report)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        out = session.config.getoption("curate_collect_out")
+        if not out:
+            return
+        records = [_record(item) for item in session.items]
+        records += [_error(session, report) for report in self.errors]
+        Path(out).write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Recorder(), "testcurator-collect-recorder")
+
+
+def _error(session: pytest.Session, report: pytest.CollectReport) -> dict[str, Any]:
+    path = session.config.rootpath / report.nodeid.split("::")[0]
+    return {"error": report.nodeid, "file": os.path.realpath(str(path)), "text": report.longreprtext}
 
 
 def _record(item: pytest.Item) -> dict[str, Any]:

@@ -10,7 +10,8 @@ import pytest
 
 from testcurator.cli.main import main
 from testcurator.runner.collect import CollectedTest, collect
-from testcurator.pipelines.importers import import_disabled_tests, import_skip_list, report_markdown
+from testcurator.pipelines.import_report import report_markdown
+from testcurator.pipelines.importers import import_disabled_tests, import_skip_list
 from testcurator.pipelines.skiplist_readers import read_skip_list, upstream_path
 from testcurator.config.loader import load_config
 from testcurator.errors import BadInputError, ConfigError
@@ -108,22 +109,83 @@ def test_upstream_path(key: str, expected: str) -> None:
 
 
 def test_read_skip_list_as_data(skip_list: Path) -> None:
-    files = {f.upstream: f for f in read_skip_list(skip_list)}
+    files = {f.upstream: f for f in read_skip_list(skip_list).files}
     assert files["test/test_gone.py"].patterns == ()
     assert [p.text for p in files["test/test_other.py"].patterns] == ["_jiterator_"]  # ("x") is one string
     storage = files["test/test_foo.py"].patterns[0]
     assert (storage.text, storage.comment) == ("test_storage_error", "Typed storage does not exist on XPU")
 
 
-@pytest.mark.parametrize(
-    "body",
-    ["skip_dict = {open('x').read(): None}", "skip_dict = dict(a=None)", "skip_dict = {'a.py': (f(),)}", "x = 1"],
-)
-def test_skip_list_code_is_refused_not_run(tmp_path: Path, body: str) -> None:
+@pytest.mark.parametrize("body", ["skip_dict = dict(a=None)", "x = 1", "skip_dict = {"])
+def test_skip_list_that_is_not_a_dict_literal_is_refused(tmp_path: Path, body: str) -> None:
     path = tmp_path / "bad.py"
     path.write_text(body + "\n")
     with pytest.raises((ConfigError, BadInputError)):
         read_skip_list(path)
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "message"),
+    [
+        ("{open('x').read(): None, 'test_a_xpu.py': ('test_b',)}", 1, "key skipped: expected a string"),
+        ("{'test_z.py': (f(), 'x'), 'test_a_xpu.py': ('test_b',)}", 1, "pattern skipped: expected a string"),
+        ("{f'{UNKNOWN}/x.py': ('p', 'q'), 'test_a_xpu.py': ('test_b',)}", 1, "UNKNOWN is not a module-level string"),
+        ("{f'{D!r}/x.py': None, 'test_a_xpu.py': ('test_b',)}", 1, "conversion or format spec"),
+    ],
+)
+def test_entries_that_are_code_are_reported_and_the_rest_read(tmp_path: Path, body: str, where: int,
+                                                               message: str) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(f"D = 'x'\nskip_dict = {body}\n")
+    read = read_skip_list(path)
+    assert [p.text for f in read.files if f.upstream == "test/test_a.py" for p in f.patterns] == ["test_b"]
+    (problem,) = read.unreadable
+    assert problem.location.line == where + 1 and message in problem.message
+
+
+def test_fstring_keys_of_module_level_names_are_data(tmp_path: Path) -> None:
+    # Today's xpu-ops list spells keys f"{PYTORCH_TEST_DIR}/nn/test_embedding.py".
+    path = tmp_path / "skip_list_common.py"
+    path.write_text('PYTORCH_TEST_DIR = "../../../../test"\n'
+                    'skip_dict = {f"{PYTORCH_TEST_DIR}/nn/test_embedding.py": ("test_x_xpu",)}\n')
+    (file,) = read_skip_list(path).files
+    assert (file.upstream, file.patterns[0].text) == ("test/nn/test_embedding.py", "test_x_xpu")
+
+
+def test_comments_apply_to_their_block_and_trailing_comments_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "skip_list_common.py"
+    path.write_text(textwrap.dedent('''
+        skip_dict = {
+            "test_a_xpu.py": (
+                "test_first",
+                # Need quantization support, NotImplementedError: QuantizedXPU
+                # (two lines of one note)
+                "test_flatten_xpu",
+                "test_ravel_xpu",  # and ravel copies on XPU
+                "test_view_xpu",
+
+                "test_after_blank_xpu",
+                # oneDNN: Long is not supported
+                "test_conv_xpu_int64",
+            ),
+            "test_b_xpu.py": ("test_sort_xpu",),  # Hard code CUDA
+            "test_c_xpu.py": (
+                "test_c_xpu",
+            ),
+        }
+    '''))
+    notes = {p.text: p.comment for f in read_skip_list(path).files for p in f.patterns}
+    quant = "Need quantization support, NotImplementedError: QuantizedXPU (two lines of one note)"
+    assert notes == {
+        "test_first": None,
+        "test_flatten_xpu": quant,
+        "test_ravel_xpu": quant + " and ravel copies on XPU",
+        "test_view_xpu": quant,
+        "test_after_blank_xpu": None,
+        "test_conv_xpu_int64": "oneDNN: Long is not supported",
+        "test_sort_xpu": "Hard code CUDA",
+        "test_c_xpu": None,  # the note of the file above does not leak across keys
+    }
 
 
 def test_import_skip_list_exactness(skip_list: Path, torch_root: Path, collected: list[CollectedTest], tmp_path: Path) -> None:
@@ -142,7 +204,10 @@ def test_import_skip_list_exactness(skip_list: Path, torch_root: Path, collected
     assert file.unlisted_test_mode == "mandatory_success"
     entry = {n: e for e in file.entries for n in e.names}
     assert entry["TestFoo::test_storage_error_no_attribute"].mode == "skip"
-    assert "pattern 'test_storage_error' matched 2 instantiated tests of 2" in entry["TestFoo::test_storage_error"].reason
+    reason = entry["TestFoo::test_storage_error"].reason
+    assert ("their note: Typed storage does not exist on XPU -- on 'test_storage_error' (line 7: substring: all instances"
+            " of TestFoo::test_storage_error, all instances of TestFoo::test_storage_error_no_attribute)") in reason
+    assert "NEEDS REVIEW: substring pattern 'test_storage_error' was frozen" in reason
     # Partial matches become exact edits...
     bar, op = entry["TestFoo::test_bar"], entry["TestFoo::test_op"]
     assert bar.mode == "mandatory_success" and [d.name for d in bar.edits.dtypes.exclude] == ["int64"]
@@ -202,10 +267,10 @@ def test_cli_import_skiplist_end_to_end(skip_list: Path, torch_root: Path, tmp_p
                                         capsys: pytest.CaptureFixture[str]) -> None:
     out, rep = tmp_path / "configs", tmp_path / "report.json"
     args = ["import", "skiplist", str(skip_list), "--torch-root", str(torch_root), "--out", str(out), "--as-device", "xpu",
-            "--report", str(rep)]
+            "--report", str(rep), "--max-unplaced", "1"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "| test/test_foo.py | `test_storage_error` | substring | 2 |" in printed
-    assert json.loads(rep.read_text())["missing_files"] == ["test/test_gone.py", "test/test_other.py"]
+    assert [m["file"] for m in json.loads(rep.read_text())["missing_files"]] == ["test/test_gone.py", "test/test_other.py"]
     assert main(["validate", str(out), "--torch-root", str(torch_root)]) == 0
     assert main(args) == 2  # exists, no --force

@@ -1,0 +1,127 @@
+"""`validate --level 1|2|3`: schema; names, ops and dtypes against the tree (static); collection."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testcurator.cli.main import main
+from testcurator.config.levels import level2_problems
+
+UPSTREAM = textwrap.dedent(
+    '''
+    import torch
+    from torch.testing._internal.common_utils import TestCase
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes, dtypesIfCUDA, ops
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    class TestViewBase(TestCase):
+        def test_inherited(self, device):
+            pass
+
+    class TestOldViewOps(TestViewBase):
+        def test_ravel(self, device):
+            pass
+
+        @dtypesIfCUDA(torch.half)
+        @dtypes(torch.float, torch.complex64)
+        def test_view_as_real(self, device, dtype):
+            pass
+
+        @ops([o for o in op_db if o.name == "add"])
+        def test_op(self, device, dtype, op):
+            pass
+
+    # Generated at import: no static reader sees it, collection does.
+    setattr(TestOldViewOps, "test_generated", lambda self, device: None)
+
+    instantiate_device_type_tests(TestOldViewOps, globals(), only_for="cpu")
+    '''
+)
+
+CONFIG = textwrap.dedent(
+    """
+    test_suite_config:
+      files:
+        - path: ${TORCH_ROOT}/test/test_view_ops.py
+          tests:
+            - names: [TestOldViewOps::test_ravel, TestOldViewOps::test_inherited]
+              mode: skip
+            - names: [TestOldViewOps::test_ravel_nonexistent]
+              mode: skip
+            - names: [TestOldViewOps::test_generated]
+              mode: skip
+            - names: [TestGone::test_x]
+              mode: skip
+            - names: [TestOldViewOps::test_view_as_real]
+              mode: mandatory_success
+              edits: {dtypes: {exclude: [{name: float16}, {name: int8}]}}
+            - names: [TestOldViewOps::test_ravel]
+              mode: mandatory_success
+              edits: {ops: {exclude: [{name: add}]}}
+            - names: [TestOldViewOps::test_op]
+              mode: mandatory_success
+              edits: {ops: {exclude: [{name: no_such_op}]}}
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("torch")
+    (root / "test").mkdir()
+    (root / "test" / "test_view_ops.py").write_text(UPSTREAM)
+    config = root / "config.yaml"
+    config.write_text(CONFIG)
+    return root, config
+
+
+def _messages(problems: list[object]) -> list[str]:
+    return [getattr(p, "message") for p in problems]
+
+
+def test_level_2_finds_stale_names_and_edits_that_never_apply(tree: tuple[Path, Path]) -> None:
+    root, config = tree
+    messages = _messages(level2_problems([config], torch_root=root))
+    assert sorted(messages) == sorted([
+        "test TestOldViewOps::test_ravel is listed twice in this file (first at line 6)",  # level 1 still runs
+        "stale entry: TestOldViewOps::test_ravel_nonexistent is not defined in test_view_ops.py (removed or renamed upstream?)",
+        "stale entry: TestOldViewOps::test_generated is not defined in test_view_ops.py (removed or renamed upstream?)",
+        "stale entry: TestGone::test_x is not defined in test_view_ops.py (no class TestGone in the file)",
+        "dtype int8 of the dtypes edit on TestOldViewOps::test_view_as_real never occurs in it "
+        "(its dtypes on any device: complex64, float16, float32)",
+        "ops edit on TestOldViewOps::test_ravel, which is not an @ops test: it never applies",
+        "op 'no_such_op' of the ops edit on TestOldViewOps::test_op is not an OpInfo of the installed torch",
+    ])
+
+
+def test_cli_levels(tree: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root, config = tree
+    assert main(["validate", str(config), "--torch-root", str(root)]) == 2  # the duplicate: level 1
+    assert "stale entry" not in capsys.readouterr().err
+    assert main(["validate", str(config), "--torch-root", str(root), "--level", "2"]) == 2
+    assert "stale entry: TestOldViewOps::test_ravel_nonexistent" in capsys.readouterr().err
+    assert main(["validate", str(config), "--level", "4"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_level_3_collects_and_clears_what_only_collection_sees(tree: tuple[Path, Path],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root, config = tree
+    assert main(["validate", str(config), "--torch-root", str(root), "--level", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "TestOldViewOps::test_generated" not in err.split("note:")[0]  # generated at import: collected
+    assert "stale entry: TestOldViewOps::test_ravel_nonexistent" in err
+    assert "note: test_view_ops.py: dtype float16 of the edit on TestOldViewOps::test_view_as_real has no instance here" in err
+
+
+def test_level_3_reports_a_file_that_does_not_collect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_skew.py").write_text("from torch.testing._internal.common_device_type import onlyOnCPUAndCUDA\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/test_skew.py\n")
+    assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "2"]) == 0
+    assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 2
+    assert "test_skew.py does not collect: ImportError: cannot import name 'onlyOnCPUAndCUDA'" in capsys.readouterr().err
