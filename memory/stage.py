@@ -44,6 +44,7 @@ from testcurator.memory.opmap import OpMap
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.executors import Executor
+from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
 CAPTURE_FORMAT = "oprecord/2"
@@ -59,8 +60,9 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
-    if returncode not in (0, 1, 5) or not tmp.exists():
-        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}")
+    if returncode not in PYTEST_FINISHED or not tmp.exists():
+        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}:\n"
+                             + pytest_message(log))
     tmp.replace(out)
     return out
 
@@ -74,7 +76,11 @@ def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
 def _capture(torch_root: Path, files: Sequence[str], extra: Sequence[str], workers: int, log: Path) -> None:
     # Test failures are evidence, not errors: the exit code says nothing here.
     extra = [*extra, *(["-n", str(workers)] if workers > 1 else [])]
-    run_logged(pytest_argv("-q", *extra, *files), cwd=torch_root, env=reference_env(), log=log)
+    returncode = run_logged(pytest_argv("-q", "--continue-on-collection-errors", *extra, *files), cwd=torch_root,
+                            env=reference_env(), log=log)
+    if returncode in PYTEST_FAULTS:  # but pytest itself failing is not evidence of anything
+        raise ExecutionError(f"the op capture's pytest {PYTEST_FAULTS[returncode]} (exit {returncode}); see {log}:\n"
+                             + pytest_message(log))
 
 
 def _content_key(torch_root: Path, files: Sequence[str]) -> str:

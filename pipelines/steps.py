@@ -24,6 +24,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
+from testcurator.errors import ExecutionError
 from testcurator.memory.api import Memory
 from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
@@ -36,7 +37,9 @@ from testcurator.runner.durations import DurationStore
 from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
 from testcurator.runner.shardrun import run_sharded
 from testcurator.runner.records import read_jsonl
-from testcurator.vocab import FAILING, TestKey
+from testcurator.runner.reconcile import is_infrastructure
+from testcurator.runner.verdict import verdict
+from testcurator.vocab import TestKey
 
 EXEC_CONFIG = "exec_config"
 
@@ -148,6 +151,13 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:
     records = _run(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
+    if result.infrastructure:
+        # Refining on a draft pytest did not run would curate from nothing: stop here, and
+        # move the results aside so that --resume runs the draft again.
+        done = store.path("exec", "results.jsonl")
+        done.replace(done.with_name("results.infrastructure.jsonl"))
+        raise ExecutionError("the draft run on the device failed:\n" + "\n".join(result.lines(str(done.parent))))
     outcomes = Counter(r.outcome for r in records)
     ctx.say("execute: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
 
@@ -177,10 +187,17 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
 def verify(ctx: RunContext, store: RunStore) -> None:
     """Run the final curated suite once: mandatory failures now mean regressions."""
     records = _run(ctx, store, ctx.configs_dir, "verify", retries=0)
-    outcomes = Counter(r.outcome for r in records)
+    result = verdict(records)
+    tests = [r for r in records if not is_infrastructure(r)]
+    outcomes = Counter(r.outcome for r in tests)
     store.write_json("verify.json", {
         "outcomes": dict(sorted(outcomes.items())),
-        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in FAILING),
-        "unexpected_passes": sorted(r.nodeid for r in records if r.outcome == "xpassed"),
+        "tests": len(tests),
+        "exit_code": result.code,
+        "mandatory_failures": sorted(r.nodeid for r in result.failures),
+        "unexpected_passes": sorted(r.nodeid for r in tests if r.outcome == "xpassed"),
+        "infrastructure": [r.evidence for r in result.infrastructure]
+        + (["no test ran in the verification run"] if not tests else []),
+        "lines": result.lines(str(store.path("verify", "results.jsonl"))),
     })
     ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from testcurator.runner.eventlog import EventFold
 from testcurator.runner.records import TestRecord, truncate
 from testcurator.vocab import INFRASTRUCTURE
 
@@ -80,3 +81,20 @@ def unrun_fault(missing: list[str], selected: int, log: Path) -> str:
     """The selection ran fewer tests than pytest selected."""
     first = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
     return f"{len(missing)} of {selected} selected test(s) have no result ({first}); see {log}"
+
+
+def pass_fault(returncode: int, fold: EventFold, log: Path) -> str | None:
+    """Why a single pytest pass (no reruns: the CPU op capture) cannot be trusted, or None.
+
+    A test that died under the pass is evidence (it crashes on the reference device), not a
+    fault; a pass that stopped without one, before running all it selected, is."""
+    died = bool(fold.dead_records(returncode))
+    if died:
+        return None
+    if returncode in PYTEST_FAULTS or returncode not in PYTEST_FINISHED:
+        return f"pytest {PYTEST_FAULTS.get(returncode, 'failed')} (exit {returncode}):\n{pytest_message(log)}"
+    if not fold.selected_known:
+        return f"pytest (exit {returncode}) wrote no selection to the event log: testcurator's plugin did not run; see {log}"
+    recorded = set(fold.done) | set(fold.collect_errors)
+    missing = [n for n in fold.collected if n not in recorded]
+    return unrun_fault(missing, len(fold.collected), log) if missing else None
