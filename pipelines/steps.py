@@ -104,7 +104,24 @@ def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     return [r for r in requests if ctx.selected(rel, r.test)]
 
 
+def not_importing(store: RunStore) -> dict[str, str]:
+    """Kept files that do not import (file -> pytest's error line), from the memory stage.
+
+    Such a file is decided as a whole: skipped, the error as the reason, marked for review
+    (its config has no per-test entries: the tests a static index finds there cannot run,
+    so no evidence can say anything about them). Once it imports again its tests are
+    bucketed like any other."""
+    return dict((store.read_json("memory.json", {}) or {}).get("import_errors") or {})
+
+
+def file_reason(error: str) -> str:
+    return (f"NEEDS REVIEW: the whole file is skipped: it does not import ({error}). "
+            "Its tests are decided once it imports again.")
+
+
 def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    if rel in not_importing(store):
+        return []
     return bucket_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
 
 
@@ -118,7 +135,10 @@ def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
 def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
     """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
     root = store.path(EXEC_CONFIG)
+    broken = not_importing(store)
     for rel in files:
+        if rel in broken:
+            continue  # nothing of it can run; its collection error would only repeat
         path = config_path(root, rel)
         editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
         specs = []
@@ -163,6 +183,8 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
 
 
 def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    if rel in not_importing(store):
+        return []
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
@@ -175,10 +197,12 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     executed = set()
     if refined:
         executed = {key.name for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+    broken = not_importing(store)
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
+        reason = file_reason(broken[rel]) if rel in broken else None
         emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
-                          drop_stale=not ctx.delta)
+                          drop_stale=not ctx.delta or rel in broken, file_reason=reason)
     emitter.save_sidecar(ctx.configs_dir, sidecar)
     store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
     return result.written
