@@ -249,6 +249,10 @@ def _markdown(data: Mapping[str, Any]) -> str:
         link = (data.get("configs") or {}).get(rel)
         config = f"[{_cell(link)}]({link})" if link else "(none written)"
         lines.append(f"| {rel} | {config} | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |")
+    broken = (data.get("memory") or {}).get("import_errors") or {}
+    if broken:
+        lines += ["", f"## Files that do not import ({len(broken)}): skipped as a whole, needs review", ""]
+        lines += [f"- `{rel}`: {_cell(error)}" for rel, error in sorted(broken.items())]
     lines += _held_back_md("Held back by the configs, by reason", data.get("held_back", {}))
     if data.get("held_back_instances"):
         lines += _held_back_md("Skipped and xfailed in the verification run (instances), by reason",
