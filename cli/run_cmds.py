@@ -43,7 +43,7 @@ def run_cmd(
     from testcurator.pipelines.report import finish_report
     from testcurator.pipelines.run import run_nightly
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
