@@ -372,7 +372,7 @@ def take_deprecated(new: Any, old: Any, old_name: str, new_name: str, *, default
     """
     if old is None or old is False:
         return new
-    if new != default:
+    if new != default and new != _absolute(default):  # a path default arrives made absolute
         raise usage_error(f"give {new_name} only ({old_name} is its deprecated spelling)")
     typer.echo(f"warning: {old_name} is deprecated; use {new_name}", err=True)
     return old

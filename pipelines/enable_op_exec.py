@@ -24,7 +24,7 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
 from testcurator.runner.command import RunSpec, build_env
 from testcurator.runner.preflight import check_backend
-from testcurator.runner.verdict import verdict
+from testcurator.runner.verdict import verdict as run_verdict
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
 from testcurator.vocab import TestKey, op_key
@@ -87,7 +87,7 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     if spec.backend:
         check_backend(spec.backend, env=build_env(spec), cwd=spec.cwd, where=f"{opts.backend}: backend_module")
     run = execute(spec)
-    outcome = verdict(run.records)
+    outcome = run_verdict(run.records)
     if outcome.infrastructure or not outcome.tests:
         # Admissions are kept or demoted by what ran: nothing ran, so nothing can be decided.
         raise ExecutionError("enable-op --execute: the run on the device failed:\n"
