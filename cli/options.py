@@ -225,7 +225,7 @@ FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="O
 REVIEW_FORMAT = _opt("--format", metavar="terminal|markdown|html|json", choices=("terminal", "markdown", "html", "json"),
                      help="Output format.")
 JSON_DEPRECATED = _opt("--json", hidden=True, help="Deprecated: use --format json.")
-OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", hidden=True, help="Deprecated: use --out.")
+OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", path=True, hidden=True, help="Deprecated: use --out.")
 JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
 REPORT = _opt("--report", metavar="FILE", path=True, help="Also write the report to FILE (.json: JSON, else markdown).")
 FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
