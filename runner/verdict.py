@@ -22,9 +22,6 @@ from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.records import TestRecord
 
 HELD, NOT_HELD, BAD_INPUT, INFRASTRUCTURE_FAILED = 0, 1, 2, 3
-EXIT_CODES_HELP = ("Exit codes: 0 the curated suite held; 1 it did not (a mandatory_success failure or a strict "
-                   "unexpected pass); 2 bad input; 3 infrastructure failure (pytest could not run the tests, "
-                   "results cut short, or no test ran without --allow-empty).")
 _NAMED = 10
 
 
