@@ -20,9 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from testcurator.cli.commands import command, usage_error
-from testcurator.cli.options import (BackendModule, Config, Device, Devices, Durations, ExecutorName, Group, MoreResults,
-                                     OutDir, Profile, Quiet, Results, Retries, Rootdir, Shard, Shards, StateDir, TestPaths,
-                                     Tier, TiersFile, Timeout, TorchRoot, Workers)
+from testcurator.cli.options import (AllowEmpty, BackendExec, Config, Device, Devices, Durations, ExecutorName, Group,
+                                     MoreResults, OutDir, ProfileDeprecated, Quiet, Results, Retries, Rootdir, Shard, Shards,
+                                     StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers, take_deprecated)
 from testcurator.runner.records import TestRecord
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
@@ -89,45 +89,56 @@ def exec_command(
     torch_root: TorchRoot = None,
     state_dir: StateDir = None,
     device: Device = None,
-    backend: BackendModule = None,
+    backend: BackendExec = None,
     workers: Workers = 1,
     timeout: Timeout = 300.0,
     retries: Retries = 1,
     out: OutDir = Path("testcurator-run"),
     rootdir: Rootdir = None,
     quiet: Quiet = False,
+    allow_empty: AllowEmpty = False,
     shard: Shard = None,
     shards: Shards = 1,
     group: Group = None,
     tier: Tier = None,
     tiers_file: TiersFile = None,
     executor: ExecutorName = "local",
-    profile: Profile = None,
+    profile: ProfileDeprecated = None,
     durations: Durations = None,
 ) -> None:
     """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json to --out.
 
-    Without --torch-root (or $TORCH_ROOT), the torch root the memory in --state-dir was
-    built from is used, when there is one. --shard K/N runs one leg of a CI matrix;
-    --shards N runs all N on --executor and merges them.
+    --backend backend.yaml gives the module to import, the device, python_path and env
+    (--device overrides the device). Without --torch-root (or $TORCH_ROOT), the torch root
+    the memory in --state-dir was built from is used, when there is one. --shard K/N runs
+    one leg of a CI matrix; --shards N runs all N on --executor and merges them.
+
+    Exit codes: 0 the curated suite held; 1 it did not (a mandatory_success failure or a
+    strict unexpected pass, named in the last lines); 2 bad input; 3 infrastructure failure
+    (pytest could not run the tests or its results are cut short; or no test ran, unless
+    --allow-empty).
     """
     from testcurator.cli import exec_scale
     from testcurator.errors import MissingPathError
     from testcurator.runner.command import RunSpec
     from testcurator.runner.progress import NullProgress, RichProgress
     from testcurator.runner.shardrun import run_sharded
+    from testcurator.runner.verdict import verdict
 
     if config is None and not paths:
         raise usage_error("give --config PATH (a curated run) or test paths (a draft run)")
+    backend_file, module = _backend_arg(take_deprecated(backend, str(profile) if profile else None, "--profile",
+                                                        "--backend"))
     torch_root = torch_root or _memory_torch_root(state_dir)
-    for path, what in ((config, "--config"), (torch_root, "--torch-root"), (profile, "--profile")):
+    for path, what in ((config, "--config"), (torch_root, "--torch-root")):
         if path is not None and not path.exists():
             raise MissingPathError(path, what)
     assert out is not None and workers is not None
-    scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, profile, durations, state_dir)
+    scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, backend_file, durations, state_dir)
     spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
-                   backend=backend, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
+                   backend=module, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
     spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
+    exec_scale.check_backend_imports(spec, backend_file)
     progress = NullProgress() if quiet else RichProgress()
     with progress:
         progress.phase("collecting", None)  # from the first second: loading the config, starting pytest
@@ -135,6 +146,18 @@ def exec_command(
     console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
+    result = verdict(records, allow_empty=allow_empty)
+    for line in result.lines(str(out / "results.jsonl")):
+        console.print(line, markup=False)
+    if result.code:
+        raise typer.Exit(result.code)
+
+
+def _backend_arg(value: Optional[str]) -> tuple[Optional[Path], Optional[str]]:
+    """(profile, module) from --backend: a YAML file is a profile, anything else a module."""
+    if value is None:
+        return None, None
+    return (Path(value), None) if Path(value).suffix in (".yaml", ".yml") else (None, value)
 
 
 def _memory_torch_root(state_dir: Optional[Path]) -> Optional[Path]:

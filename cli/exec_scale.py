@@ -51,6 +51,17 @@ def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tu
     return spec, executor, durations_store(opts.state_dir, opts.durations)
 
 
+def check_backend_imports(spec: RunSpec, profile: Path | None) -> None:
+    """The backend module imports where pytest will run (bad input, exit 2, before any run)."""
+    if not spec.backend:
+        return
+    from testcurator.runner.command import build_env
+    from testcurator.runner.preflight import check_backend
+
+    where = f"{profile}: backend_module" if profile is not None else "--backend"
+    check_backend(spec.backend, env=build_env(spec), cwd=spec.cwd, where=where)
+
+
 def _group_paths(spec: RunSpec, group: str | None) -> tuple[str, ...]:
     if group is None:
         return ()

@@ -15,6 +15,7 @@ hidden, print a deprecation warning, and map onto the new option (:func:`take_de
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ class Opt:
     hidden: bool = False
     argument: bool = False
     choices: tuple[str, ...] = ()  # checked by a callback (a usage error, exit 2)
+    path: bool = False  # a path: made absolute at parse time (relative to the caller's cwd)
+    check: Callable[[Any], Any] | None = None  # parse-time check and conversion of the value
 
     @property
     def key(self) -> str:
@@ -49,7 +52,9 @@ class Opt:
         return max((d.split("/")[0] for d in self.decls), key=len) if self.decls else self.metavar or "?"
 
     def make(self) -> Any:
-        callback = _choice_check(self.choices) if self.choices else None
+        callback = self.check or (_choice_check(self.choices) if self.choices else None)
+        if self.path:
+            callback = _absolute_paths(callback)
         if self.argument:
             return typer.Argument(help=self.help, metavar=self.metavar, callback=callback, show_default=False)
         return typer.Option(*self.decls, help=self.help, metavar="" if self.metavar is None else self.metavar,
@@ -68,6 +73,49 @@ def _choice_check(choices: tuple[str, ...]) -> Callable[[Any], Any]:
     return check
 
 
+def _absolute_paths(then: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """Make a path value (or each of a list) absolute against the caller's cwd, at parse time:
+    commands hand paths to processes that run elsewhere (pytest runs in the torch root)."""
+    def absolute(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            value = [_absolute(v) for v in value]
+        else:
+            value = _absolute(value)
+        return then(value) if then is not None else value
+
+    return absolute
+
+
+def _absolute(value: Any) -> Any:
+    if value is None or value == "":
+        return value
+    path = Path(str(value)).expanduser()
+    absolute = path if path.is_absolute() else Path(os.path.abspath(path))
+    return absolute if isinstance(value, Path) else str(absolute)
+
+
+def _backend_value(value: Any) -> Any:
+    """``--backend`` of exec: a backend profile (a YAML file), else a module that imports."""
+    if value is None:
+        return value
+    text = str(value)
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.is_file() or path.is_dir():
+        if not path.exists():
+            raise typer.BadParameter(f"backend profile {text} does not exist")
+        return str(path.resolve())
+    import importlib.util
+
+    module = text.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise typer.BadParameter(f"{text!r} is neither a backend profile (no such file) nor an importable module")
+    return text
+
+
 REGISTRY: dict[str, list[Opt]] = {}
 
 
@@ -77,33 +125,35 @@ def _opt(*decls: str, help: str, metavar: str | None = None, **kw: Any) -> Opt:
     return opt
 
 
-def _arg(metavar: str, help: str) -> Opt:
-    opt = Opt((), help, metavar, argument=True)
+def _arg(metavar: str, help: str, **kw: Any) -> Opt:
+    opt = Opt((), help, metavar, argument=True, **kw)
     REGISTRY.setdefault(f"arg:{metavar}", []).append(opt)
     return opt
 
 
 # --- where things are -----------------------------------------------------------------------
-TORCH_ROOT = _opt("--torch-root", metavar="DIR", envvar=TORCH_ROOT_ENV,
+TORCH_ROOT = _opt("--torch-root", metavar="DIR", path=True, envvar=TORCH_ROOT_ENV,
                   help="Upstream PyTorch checkout (holds test/); also the value of ${TORCH_ROOT} in config paths.")
-OLD_ROOT = _opt("--old-root", metavar="DIR", help="The upstream tree the config was made for.")
-NEW_ROOT = _opt("--new-root", metavar="DIR", help="The upstream tree to move the config to.")
-STATE_DIR = _opt("--state-dir", metavar="DIR", envvar=STATE_DIR_ENV,
+OLD_ROOT = _opt("--old-root", metavar="DIR", path=True, help="The upstream tree the config was made for.")
+NEW_ROOT = _opt("--new-root", metavar="DIR", path=True, help="The upstream tree to move the config to.")
+STATE_DIR = _opt("--state-dir", metavar="DIR", path=True, envvar=STATE_DIR_ENV,
                  help="Memory, caches and checkpoints (default: ./.testcurator).")
-CONFIG = _opt("--config", metavar="PATH", help="A config: one YAML file or a directory of them.")
-BACKEND = _opt("--backend", metavar="FILE", help="The backend profile (backend.yaml).")
-# exec still takes the module itself; issue 9 makes it the profile, as everywhere else.
-BACKEND_MODULE = _opt("--backend", metavar="MODULE",
-                      help="Backend module (dotted name or .py file) imported before collection.")
-OUT_DIR = _opt("--out", metavar="DIR", help="Output folder (created if missing).")
-OUT_FILE = _opt("--out", metavar="FILE", help="Write to this file (atomically) instead of stdout.")
+CONFIG = _opt("--config", metavar="PATH", path=True, help="A config: one YAML file or a directory of them.")
+BACKEND = _opt("--backend", metavar="FILE", path=True, help="The backend profile (backend.yaml).")
+# exec: the profile as everywhere else (module, device, python path, env); a bare importable
+# module (no profile) is accepted for runs made without one.
+BACKEND_EXEC = _opt("--backend", metavar="FILE", check=_backend_value,
+                    help="The backend profile (backend.yaml): the module to import, the device, python_path and env "
+                         "of the tests. A module name (dotted, or a .py path) is accepted in its place.")
+OUT_DIR = _opt("--out", metavar="DIR", path=True, help="Output folder (created if missing).")
+OUT_FILE = _opt("--out", metavar="FILE", path=True, help="Write to this file (atomically) instead of stdout.")
 # Commands whose output is always a file (a workflow, a plan): where it goes.
-OUT_TARGET = _opt("--out", metavar="FILE", help="The file to write (atomically).")
-MODEL_DIR = _opt("--model-dir", metavar="DIR", help="Where to assemble the GGUF model file (default: the package's cache).")
+OUT_TARGET = _opt("--out", metavar="FILE", path=True, help="The file to write (atomically).")
+MODEL_DIR = _opt("--model-dir", metavar="DIR", path=True, help="Where to assemble the GGUF model file (default: the package's cache).")
 CONFIG_DIR = _opt("--config-dir", metavar="DIR", help="The configs, relative to the backend repository.")
-ROOTDIR = _opt("--rootdir", metavar="DIR", help="pytest's rootdir and working directory (default: the torch root).")
-REPO = _opt("--repo", metavar="DIR", help="Git repository for REV:PATH sides (default: the current directory).")
-RESULTS = _opt("--results", metavar="PATH", help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
+ROOTDIR = _opt("--rootdir", metavar="DIR", path=True, help="pytest's rootdir and working directory (default: the torch root).")
+REPO = _opt("--repo", metavar="DIR", path=True, help="Git repository for REV:PATH sides (default: the current directory).")
+RESULTS = _opt("--results", metavar="PATH", path=True, help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
 FILES = _opt("--files", metavar="GLOB", help="Glob or path relative to the root (repeatable; default: test/**/test_*.py).")
 LEVEL = _opt("--level", metavar="1|2|3", min=1, max=3,
               help="1: schema and paths; 2: also every named test, op and dtype against the upstream files (static); "
@@ -135,10 +185,10 @@ EXECUTOR = _opt("--executor", metavar="local|ray", choices=("local", "ray"),
 GROUP = _opt("--group", metavar="NAME", help="Only the config's files of this feature group (see `testcurator shards plan`).")
 TIER = _opt("--tier", metavar="L1|L2|L3", choices=("L1", "L2", "L3"),
             help="L1: the tiers file's fast checks; L2: the whole config; L3: also the held-back tests, as probes.")
-TIERS_FILE = _opt("--tiers-file", metavar="FILE", help="Written by `testcurator tiers` (default: tiers.json beside the config).")
-PROFILE = _opt("--profile", metavar="FILE",
-               help="Backend profile (backend.yaml): device, backend module, test env, and the Ray resources a shard asks for.")
-DURATIONS = _opt("--durations", metavar="FILE", help="pytest-split .test_durations to split by (added to the state dir's).")
+TIERS_FILE = _opt("--tiers-file", metavar="FILE", path=True, help="Written by `testcurator tiers` (default: tiers.json beside the config).")
+PROFILE_DEPRECATED = _opt("--profile", metavar="FILE", hidden=True, path=True, help="Deprecated: use --backend FILE.")
+ALLOW_EMPTY = _opt("--allow-empty", help="Accept a run in which no test ran (otherwise exit 3: nothing was tested).")
+DURATIONS = _opt("--durations", metavar="FILE", path=True, help="pytest-split .test_durations to split by (added to the state dir's).")
 DEVICES = _opt("--device", metavar="NAME",
                help="Device type whose name may end class names (e.g. curatedev); repeatable.")
 TIMINGS_DEVICE = _opt("--device", metavar="NAME",
@@ -178,9 +228,9 @@ FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="O
 REVIEW_FORMAT = _opt("--format", metavar="terminal|markdown|html|json", choices=("terminal", "markdown", "html", "json"),
                      help="Output format.")
 JSON_DEPRECATED = _opt("--json", hidden=True, help="Deprecated: use --format json.")
-OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", hidden=True, help="Deprecated: use --out.")
+OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", path=True, hidden=True, help="Deprecated: use --out.")
 JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
-REPORT = _opt("--report", metavar="FILE", help="Also write the report to FILE (.json: JSON, else markdown).")
+REPORT = _opt("--report", metavar="FILE", path=True, help="Also write the report to FILE (.json: JSON, else markdown).")
 FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
                    help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode.")
 TOP_K = _opt("-k", "--top", metavar="N", min=1, help="How many results.")
@@ -205,20 +255,20 @@ INCLUDE_XFAIL = _opt("--include-xfail/--no-include-xfail",
 INCLUDE_UNLISTED = _opt("--include-unlisted", help="Also export the tests skipped by unlisted_test_mode.")
 
 # --- arguments --------------------------------------------------------------------------------
-CONFIG_PATHS = _arg("PATH...", "Config files or directories of configs.")
+CONFIG_PATHS = _arg("PATH...", "Config files or directories of configs.", path=True)
 TEST_PATHS = _arg("[TEST]...", "Test files or node ids (a draft run, or narrows the config).")
-MORE_RESULTS = _arg("[RESULTS]...", "More result files (same forms as --results).")
+MORE_RESULTS = _arg("[RESULTS]...", "More result files (same forms as --results).", path=True)
 OLD_SIDE = _arg("OLD", "Old config: a file, a directory, or REV:PATH (git, e.g. HEAD~1:configs/).")
 NEW_SIDE = _arg("NEW", "New config: same forms as OLD.")
-SKIPLIST_FILE = _arg("FILE", "Python file holding skip_dict = {file: (patterns...) | None}.")
-DISABLED_FILE = _arg("FILE", 'PyTorch disabled-tests JSON: {"test (module.Class)": [issue, [platforms]]}.')
-CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --curate-capture-ops.")
+SKIPLIST_FILE = _arg("FILE", "Python file holding skip_dict = {file: (patterns...) | None}.", path=True)
+DISABLED_FILE = _arg("FILE", 'PyTorch disabled-tests JSON: {"test (module.Class)": [issue, [platforms]]}.', path=True)
+CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --curate-capture-ops.", path=True)
 OP = _arg("OP", "aten::add (any overload), aten::add.Tensor (exact), or an OpInfo name (add).")
 ENABLE_OP = _arg("OP", "The op now supported: an OpInfo name (add) or an ATen op (aten::add).")
 TEST_NAME = _arg("NAME", "Device-generic test name, Class::test (or path::Class::test).")
 QUERY_TEXT = _arg("TEXT", "What the tests should be about.")
 RUN_DIR = _arg("RUN_DIR", "A run directory (<state-dir>/runs/<id>), or 'latest' (the newest under --state-dir).")
-DURATION_INPUTS = _arg("PATH...", "pytest-split .test_durations files, run folders, results.jsonl or JUnit XML.")
+DURATION_INPUTS = _arg("PATH...", "pytest-split .test_durations files, run folders, results.jsonl or JUnit XML.", path=True)
 
 # --- the aliases command modules use ----------------------------------------------------------
 TorchRoot = Annotated[Optional[Path], TORCH_ROOT.make()]
@@ -233,7 +283,7 @@ NewRoot = Annotated[Path, NEW_ROOT.make()]
 StateDir = Annotated[Optional[Path], STATE_DIR.make()]
 Config = Annotated[Optional[Path], CONFIG.make()]
 Backend = Annotated[Optional[Path], BACKEND.make()]
-BackendModule = Annotated[Optional[str], BACKEND_MODULE.make()]
+BackendExec = Annotated[Optional[str], BACKEND_EXEC.make()]
 OutDir = Annotated[Optional[Path], OUT_DIR.make()]
 OutFile = Annotated[Optional[Path], OUT_FILE.make()]
 OutTarget = Annotated[Optional[Path], OUT_TARGET.make()]
@@ -280,7 +330,8 @@ ExecutorName = Annotated[str, EXECUTOR.make()]
 Group = Annotated[Optional[str], GROUP.make()]
 Tier = Annotated[Optional[str], TIER.make()]
 TiersFile = Annotated[Optional[Path], TIERS_FILE.make()]
-Profile = Annotated[Optional[Path], PROFILE.make()]
+ProfileDeprecated = Annotated[Optional[Path], PROFILE_DEPRECATED.make()]
+AllowEmpty = Annotated[bool, ALLOW_EMPTY.make()]
 Durations = Annotated[Optional[Path], DURATIONS.make()]
 Brain = Annotated[str, BRAIN.make()]
 LlmBaseUrl = Annotated[Optional[str], LLM_BASE_URL.make()]
@@ -329,7 +380,7 @@ def take_deprecated(new: Any, old: Any, old_name: str, new_name: str, *, default
     """
     if old is None or old is False:
         return new
-    if new != default:
+    if new != default and new != _absolute(default):  # a path default arrives made absolute
         raise usage_error(f"give {new_name} only ({old_name} is its deprecated spelling)")
     typer.echo(f"warning: {old_name} is deprecated; use {new_name}", err=True)
     return old

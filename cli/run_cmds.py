@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.console import Console
 
@@ -29,25 +31,41 @@ def run_cmd(
     executor: ExecutorName = "local",
     shards: Shards = 1,
 ) -> None:
-    """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs/ and report.md/.json to --out."""
+    """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs/ and report.md/.json to --out.
+
+    The backend module of --backend is imported first (a module that does not import is
+    bad input). Exit codes: 0 the curated suite held in the verification run (or was not
+    verified: --no-execute); 1 it did not (a mandatory_success failure or a strict
+    unexpected pass, named in the last lines); 2 bad input; 3 infrastructure failure
+    (pytest could not run the draft or the verification, or its results are cut short).
+    """
     from testcurator.pipelines.context import RunContext
     from testcurator.pipelines.report import finish_report
     from testcurator.pipelines.run import run_nightly
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
                             executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
     state = run_nightly(ctx)
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
-    verify = state.get("verified")
-    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}"
-                  + ("" if verify is None else f" (verified on the device: {bool(verify)})")
-                  + (f"; exit {code}: mandatory_success failures in the verification run (see the report)" if code else ""),
-                  markup=False)
+    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
+    for line in verification_lines(out, bool(state.get("verified"))):
+        console.print(line, markup=False)
     if code:
         raise typer.Exit(code)
+
+
+def verification_lines(out: Path, verified: bool) -> list[str]:
+    """The verification run's verdict (what failed and where), as the command's last lines."""
+    import json
+
+    report = out / "report.json"
+    verify = json.loads(report.read_text(encoding="utf-8")).get("verify") if report.is_file() else None
+    if not verified or not verify:
+        return ["not verified on the device (--no-execute, or a delta run): exit 0 says nothing about the device"]
+    return list(verify.get("lines") or [])
 
 
 def register(app: typer.Typer) -> None:

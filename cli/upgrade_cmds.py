@@ -33,6 +33,10 @@ def upgrade_cmd(
 
     --config is the old tree's configs directory; --out receives configs/, upgrade.md/.json
     and report.md.
+
+    Exit codes: 0 done (a delta run has no verification run); 2 bad input (a backend module
+    that does not import included); 3 infrastructure failure (pytest could not run the
+    delta's tests, or its results are cut short).
     """
     from testcurator.pipelines.context import RunContext
     from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
@@ -64,6 +68,10 @@ def enable_op_cmd(
 
     --config is changed in place; --backend is needed for --execute; without --torch-root
     (or $TORCH_ROOT) the memory's torch root is used.
+
+    Exit codes: 0 done (with --execute, admitted tests that fail on the device are written
+    back as xfail_strict, so the config holds); 2 bad input; 3 infrastructure failure
+    (pytest could not run the admitted tests, ran none, or its results are cut short).
     """
     from testcurator.pipelines.enable_op import EnableOptions, enable_op
 

@@ -47,6 +47,9 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "unsupported_op", "unsupported_dtype", "numerical_mismatch", "crash", "timeout",
     "transient", "test_error", "unknown",
 )
+#: A pytest that did not do its job (usage or internal error, interrupt, results cut short):
+#: recorded against the invocation, never a test (runner/reconcile.py); exit code 3.
+INFRASTRUCTURE = "infrastructure"
 #: Failure classes that say nothing about the test (runner, device reset, network):
 #: ``transient`` from our classifier, ``infrastructure``/``infra`` from other producers.
 NOT_EVIDENCE_CLASSES: frozenset[str] = frozenset({"infrastructure", "infra", "transient"})

@@ -7,8 +7,9 @@ durations recorded so far), on the local executor or on Ray. A capture shard run
 reference device, so on Ray it asks for CPUs only, not for the backend's device.
 
 Test failures are evidence, not errors, and so is a pytest that dies part way (a test
-that segfaults on CPU): what it wrote is kept. A shard that wrote nothing and exited with
-a code other than 0/1/5 failed as infrastructure, and is retried by the executor.
+that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do its job
+(usage or internal error, interrupt, no selection, tests selected but not run:
+``runner/reconcile.py``) failed as infrastructure, and is retried by the executor.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
+from testcurator.runner.reconcile import pass_fault
 from testcurator.runner.records import TestRecord
 from testcurator.sharding import write_test_durations
 
@@ -52,7 +54,9 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         shutil.rmtree(job.work)  # a retried shard starts over
     job.work.mkdir(parents=True)
     part, events = job.work / "captured.jsonl", job.work / "events.jsonl"
-    cmd = pytest_argv("-q", f"--curate-capture-ops={part}", f"--curate-timeout={job.timeout}", f"--curate-events={events}")
+    # One upstream file that does not import must not stop the capture of all the others.
+    cmd = pytest_argv("-q", "--continue-on-collection-errors", f"--curate-capture-ops={part}",
+                      f"--curate-timeout={job.timeout}", f"--curate-events={events}")
     if job.workers > 1:
         cmd += ["-n", str(job.workers)]
     if job.shard is not None:
@@ -60,12 +64,12 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         cmd += [f"--curate-shard={job.shard}", f"--curate-durations={job.work / 'durations.json'}"]
     returncode = run_logged([*cmd, *job.files], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
     parts = sorted(job.work.glob(part.name + "*"))
-    if not parts and returncode not in (0, 1, 5):
-        raise ExecutionError(f"op capture {job.shard or ''} wrote nothing (pytest exit {returncode}); "
-                             f"see {job.work / 'capture.log'}")
     fold = EventFold()
     for source, event in EventTail(events).poll():
         fold.feed(source, event)
+    fault = pass_fault(returncode, fold, job.work / "capture.log")
+    if fault is not None:
+        raise ExecutionError(f"op capture {job.shard or ''}: {fault}")
     captured = "".join(p.read_text(encoding="utf-8") for p in parts)
     return CaptureOutput(captured, tuple(fold.finished_records().values()))
 

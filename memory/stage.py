@@ -27,6 +27,8 @@ returned.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shutil
 from dataclasses import dataclass
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -43,26 +45,61 @@ from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
+from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
+from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
 CAPTURE_FORMAT = "oprecord/2"
 EVIDENCE = "evidence.json"
 
 
+IMPORT_ERRORS = "static.import_errors.json"
+
+
 def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path) -> Path:
-    """Collect ``files`` (relative to ``torch_root``) and write their static records to ``out``."""
+    """Collect ``files`` (relative to ``torch_root``) and write their static records to ``out``,
+    and the files that do not import (file -> pytest's error line) to :data:`IMPORT_ERRORS` beside it."""
     tmp = out.with_name(out.name + ".part")
+    events = out.with_name(out.name + ".events.jsonl")
+    events.unlink(missing_ok=True)
     # One upstream file that cannot be collected (a missing optional dependency) must not
     # cost the map of all the others.
-    argv = pytest_argv("-q", "--collect-only", "--continue-on-collection-errors", f"--curate-capture-ops={tmp}", *files)
+    argv = pytest_argv("-q", "--collect-only", "--continue-on-collection-errors", f"--curate-capture-ops={tmp}",
+                       f"--curate-events={events}", *files)
     returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
-    if returncode not in (0, 1, 5) or not tmp.exists():
-        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}")
+    if returncode not in PYTEST_FINISHED or not tmp.exists():
+        raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}:\n"
+                             + pytest_message(log))
+    errors = dict(sorted((rel, error_line(text)) for rel, text in _collect_errors(events, torch_root).items()))
+    atomic_write_text(out.with_name(IMPORT_ERRORS), json.dumps(errors, indent=1, sort_keys=True) + "\n")
     tmp.replace(out)
     return out
+
+
+def _collect_errors(events: Path, torch_root: Path) -> dict[str, str]:
+    """File (relative to the torch root) -> collection error text."""
+    fold = EventFold()
+    for source, event in EventTail(events).poll() if events.exists() else []:
+        fold.feed(source, event)
+    rootdir = Path(fold.rootdir) if fold.rootdir else torch_root
+    return {Path(os.path.relpath(rootdir / nodeid, torch_root)).as_posix(): text
+            for nodeid, text in fold.collect_errors.items() if nodeid}
+
+
+def error_line(text: str) -> str:
+    """The line of a collection error that says what went wrong (``E   ImportError: ...``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (errors[-1] if errors else lines[-1] if lines else "collection failed")[:300]
+
+
+def import_errors(work: Path) -> dict[str, str]:
+    """Files of the last static collection in ``work`` that do not import, with the error line."""
+    path = work / IMPORT_ERRORS
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
@@ -74,7 +111,11 @@ def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
 def _capture(torch_root: Path, files: Sequence[str], extra: Sequence[str], workers: int, log: Path) -> None:
     # Test failures are evidence, not errors: the exit code says nothing here.
     extra = [*extra, *(["-n", str(workers)] if workers > 1 else [])]
-    run_logged(pytest_argv("-q", *extra, *files), cwd=torch_root, env=reference_env(), log=log)
+    returncode = run_logged(pytest_argv("-q", "--continue-on-collection-errors", *extra, *files), cwd=torch_root,
+                            env=reference_env(), log=log)
+    if returncode in PYTEST_FAULTS:  # but pytest itself failing is not evidence of anything
+        raise ExecutionError(f"the op capture's pytest {PYTEST_FAULTS[returncode]} (exit {returncode}); see {log}:\n"
+                             + pytest_message(log))
 
 
 def _content_key(torch_root: Path, files: Sequence[str]) -> str:
@@ -145,7 +186,8 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
     captured = _captured_map(torch_root, files, state_dir, work, capture, say) if capture is not None else None
     _ingest(state_dir, (static, captured))
     write_evidence(work / EVIDENCE, gather(read_capture([static, captured])))
-    return _figures(stats, captured is not None)
+    # Files that do not import are decided as a whole (pipelines/steps.py), never per test.
+    return {**_figures(stats, captured is not None), "import_errors": import_errors(work)}
 
 
 # --- a delta run ---------------------------------------------------------------------

@@ -69,6 +69,7 @@ class RunContext:
         if not torch_root.is_dir():
             raise MissingPathError(torch_root, "torch root")
         profile, paths = load_profile(backend)
+        _check_backend(profile, backend, torch_root)
         return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
                    state_dir=state_dir.resolve(), profile=profile,
                    brain=_brain(brain, state_dir, llm_base_url, llm_model),
@@ -97,6 +98,19 @@ class RunContext:
     def backend_env(self) -> dict[str, str]:
         """Environment for test processes: the profile's python_path and env."""
         return self.profile.test_env(self.profile_path)
+
+
+def _check_backend(profile: BackendProfile, path: Path, torch_root: Path) -> None:
+    """The profile's backend module imports where the tests will run: else bad input now,
+    not empty test runs after minutes of indexing."""
+    if not profile.backend_module:
+        return
+    import os
+
+    from testcurator.runner.preflight import check_backend
+
+    env = {**os.environ, **profile.test_env(path.resolve())}
+    check_backend(profile.backend_module, env=env, cwd=torch_root.resolve(), where=f"{path}: backend_module")
 
 
 def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendContext:

@@ -92,16 +92,24 @@ def _modes(path: Path, root: Path) -> dict[str, str]:
 
 def emit_file(configs_dir: Path, root: Path, profile: BackendProfile, rel: str, decisions: Sequence[Decision],
               sidecar: dict[str, dict[str, str]], executed: set[str], result: EmitResult, *,
-              drop_stale: bool = True) -> None:
+              drop_stale: bool = True, file_reason: str | None = None) -> None:
     """Make the config of ``rel`` say ``decisions``, except where a human said otherwise.
 
     ``drop_stale`` (full runs) drops the pipeline's entries of tests ``decisions`` does not
     cover; a delta run decides a few tests only and must leave every other entry alone.
+    ``file_reason``: a decision about the file as a whole (it does not import: no entries,
+    every test skipped), written where the file's config starts.
     """
     path = config_path(configs_dir, rel)
     current = _current(path, root)
     emitted = dict(sidecar.get(rel, {}))
-    editor = ConfigEditor.open(path) if path.exists() else ConfigEditor.new(path, header=HEADER, global_=capabilities(profile))
+    header = HEADER if file_reason is None else f"{HEADER}\n\n{file_reason}"
+    human = [t for t, fp in current.items() if emitted.get(t) != fp]
+    if path.exists() and not (file_reason is not None and not human):
+        editor = ConfigEditor.open(path)
+    else:  # new, or only the pipeline's entries were there: a file-level decision replaces them
+        editor = ConfigEditor.new(path, header=header, global_=capabilities(profile))
+        current, emitted = {}, {}
     human_modes = _modes(path, root) if path.exists() else {}
     specs, decided = [], set()
     for decision in decisions:

@@ -19,10 +19,12 @@ from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.refine import group_records
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.profile import BackendProfile, load_profile
-from testcurator.errors import BadInputError
+from testcurator.errors import BadInputError, ExecutionError
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
-from testcurator.runner.command import RunSpec
+from testcurator.runner.command import RunSpec, build_env
+from testcurator.runner.preflight import check_backend
+from testcurator.runner.verdict import verdict as run_verdict
 from testcurator.runner.execute import execute
 from testcurator.runner.records import read_jsonl
 from testcurator.vocab import TestKey, op_key
@@ -82,7 +84,14 @@ def run_admitted(opts: EnableOptions, root: Path, result: EnableResult, say: Say
     spec = RunSpec(out_dir=folder / "exec", config=config, torch_root=root, device=profile.device.torch_name,
                    backend=profile.backend_module, timeout=opts.timeout, retries=1,
                    env=tuple(sorted(profile.test_env(opts.backend.resolve()).items())), unrelated_plugins_off=True)
-    execute(spec)
+    if spec.backend:
+        check_backend(spec.backend, env=build_env(spec), cwd=spec.cwd, where=f"{opts.backend}: backend_module")
+    run = execute(spec)
+    outcome = run_verdict(run.records)
+    if outcome.infrastructure or not outcome.tests:
+        # Admissions are kept or demoted by what ran: nothing ran, so nothing can be decided.
+        raise ExecutionError("enable-op --execute: the run on the device failed:\n"
+                             + "\n".join(outcome.lines(str(folder / "exec" / "results.jsonl"))))
     executions = group_records(read_jsonl(folder / "exec" / "results.jsonl"), root)
     demote: dict[tuple[str, str], list[EntrySpec]] = defaultdict(list)
     for adm in result.admitted:

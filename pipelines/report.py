@@ -116,8 +116,11 @@ def ordered_timings(timings: Mapping[str, float]) -> dict[str, float]:
 
 def exit_code(data: Mapping[str, Any]) -> int:
     """0: the curated suite held (or was not run); 1: the verification run found a mandatory
-    failure (a strict unexpected pass fails as one)."""
+    failure (a strict unexpected pass fails as one); 3: the verification run could not be
+    trusted (runner/verdict.py)."""
     verify = data.get("verify") or {}
+    if verify.get("infrastructure"):
+        return 3
     return 1 if verify.get("mandatory_failures") else 0
 
 
@@ -199,6 +202,7 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
     totals, run, verify = data["totals"], data.get("run") or {}, data.get("verify")
     code = run.get("exit_code")
     verdict = ("the curated suite held" if code == 0 else "the curated suite did NOT hold" if code == 1
+               else "the curated suite could not be checked (infrastructure failure)" if code == 3
                else f"exit code {code}" if code is not None else "the command has not finished")
     if verify:
         verdict += (f"; verification run: {', '.join(f'{k} {v}' for k, v in verify['outcomes'].items())}, "
@@ -245,6 +249,10 @@ def _markdown(data: Mapping[str, Any]) -> str:
         link = (data.get("configs") or {}).get(rel)
         config = f"[{_cell(link)}]({link})" if link else "(none written)"
         lines.append(f"| {rel} | {config} | " + " | ".join(str(counts.get(m, 0)) for m in MODES) + " |")
+    broken = (data.get("memory") or {}).get("import_errors") or {}
+    if broken:
+        lines += ["", f"## Files that do not import ({len(broken)}): skipped as a whole, needs review", ""]
+        lines += [f"- `{rel}`: {_cell(error)}" for rel, error in sorted(broken.items())]
     lines += _held_back_md("Held back by the configs, by reason", data.get("held_back", {}))
     if data.get("held_back_instances"):
         lines += _held_back_md("Skipped and xfailed in the verification run (instances), by reason",
@@ -265,9 +273,13 @@ def _markdown(data: Mapping[str, Any]) -> str:
     if verify:
         lines += ["", "## Verification run of the curated suite", "",
                   "- outcomes: " + ", ".join(f"{k} {v}" for k, v in verify["outcomes"].items()),
-                  f"- mandatory_success failures: {len(verify['mandatory_failures'])}",
-                  f"- unexpected passes (xfail): {len(verify['unexpected_passes'])}"]
+                  f"- mandatory_success failures (and strict unexpected passes): {len(verify['mandatory_failures'])}"]
         lines += [f"  - `{n}`" for n in verify["mandatory_failures"][:50]]
+        lines.append(f"- unexpected passes (xfail): {len(verify['unexpected_passes'])}")
+        lines += [f"  - `{n}`" for n in verify["unexpected_passes"][:50]]
+        infra = verify.get("infrastructure") or []
+        lines.append(f"- infrastructure failures: {len(infra)}")
+        lines += [f"  - {_cell(text)}" for text in infra]
     lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
               "- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())), "",
               brain_report.markdown(data), "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]

@@ -24,6 +24,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
+from testcurator.errors import ExecutionError
 from testcurator.memory.api import Memory
 from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
@@ -36,7 +37,9 @@ from testcurator.runner.durations import DurationStore
 from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
 from testcurator.runner.shardrun import run_sharded
 from testcurator.runner.records import read_jsonl
-from testcurator.vocab import FAILING, TestKey
+from testcurator.runner.reconcile import is_infrastructure
+from testcurator.runner.verdict import verdict
+from testcurator.vocab import TestKey
 
 EXEC_CONFIG = "exec_config"
 
@@ -101,7 +104,24 @@ def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     return [r for r in requests if ctx.selected(rel, r.test)]
 
 
+def not_importing(store: RunStore) -> dict[str, str]:
+    """Kept files that do not import (file -> pytest's error line), from the memory stage.
+
+    Such a file is decided as a whole: skipped, the error as the reason, marked for review
+    (its config has no per-test entries: the tests a static index finds there cannot run,
+    so no evidence can say anything about them). Once it imports again its tests are
+    bucketed like any other."""
+    return dict((store.read_json("memory.json", {}) or {}).get("import_errors") or {})
+
+
+def file_reason(error: str) -> str:
+    return (f"NEEDS REVIEW: the whole file is skipped: it does not import ({error}). "
+            "Its tests are decided once it imports again.")
+
+
 def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    if rel in not_importing(store):
+        return []
     return bucket_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
 
 
@@ -115,7 +135,10 @@ def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
 def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
     """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
     root = store.path(EXEC_CONFIG)
+    broken = not_importing(store)
     for rel in files:
+        if rel in broken:
+            continue  # nothing of it can run; its collection error would only repeat
         path = config_path(root, rel)
         editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
         specs = []
@@ -148,11 +171,20 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:
     records = _run(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
+    if result.infrastructure:
+        # Refining on a draft pytest did not run would curate from nothing: stop here, and
+        # move the results aside so that --resume runs the draft again.
+        done = store.path("exec", "results.jsonl")
+        done.replace(done.with_name("results.infrastructure.jsonl"))
+        raise ExecutionError("the draft run on the device failed:\n" + "\n".join(result.lines(str(done.parent))))
     outcomes = Counter(r.outcome for r in records)
     ctx.say("execute: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
 
 
 def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
+    if rel in not_importing(store):
+        return []
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
@@ -165,10 +197,12 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     executed = set()
     if refined:
         executed = {key.name for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+    broken = not_importing(store)
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
+        reason = file_reason(broken[rel]) if rel in broken else None
         emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
-                          drop_stale=not ctx.delta)
+                          drop_stale=not ctx.delta or rel in broken, file_reason=reason)
     emitter.save_sidecar(ctx.configs_dir, sidecar)
     store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
     return result.written
@@ -177,10 +211,17 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
 def verify(ctx: RunContext, store: RunStore) -> None:
     """Run the final curated suite once: mandatory failures now mean regressions."""
     records = _run(ctx, store, ctx.configs_dir, "verify", retries=0)
-    outcomes = Counter(r.outcome for r in records)
+    result = verdict(records)
+    tests = [r for r in records if not is_infrastructure(r)]
+    outcomes = Counter(r.outcome for r in tests)
     store.write_json("verify.json", {
         "outcomes": dict(sorted(outcomes.items())),
-        "mandatory_failures": sorted(r.nodeid for r in records if r.outcome in FAILING),
-        "unexpected_passes": sorted(r.nodeid for r in records if r.outcome == "xpassed"),
+        "tests": len(tests),
+        "exit_code": result.code,
+        "mandatory_failures": sorted(r.nodeid for r in result.failures),
+        "unexpected_passes": sorted(r.nodeid for r in tests if r.outcome == "xpassed"),
+        "infrastructure": [r.evidence for r in result.infrastructure]
+        + (["no test ran in the verification run"] if not tests else []),
+        "lines": result.lines(str(store.path("verify", "results.jsonl"))),
     })
     ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))

@@ -107,6 +107,23 @@ class CuratePlugin:
             self.summary.included += add_included_dtypes(obj, file)
         return None
 
+    # --- a file skipped as a whole: its collection error is the skip, not a failure -----
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
+        outcome = yield
+        report = outcome.get_result()
+        if not report.failed or not isinstance(collector, pytest.Module) or self._probe:
+            return
+        file = self.file_for(Path(str(collector.path)))
+        if file is None or not wholly_skipped(file):
+            return
+        # The config skips every test of this file (the pipeline's decision for a file that
+        # does not import): nothing of it would run, so its import error fails nothing.
+        reason = (f"testcurator: every test of {file.raw_path} is skipped ({file.location}), "
+                  f"and it does not import: {_error_line(str(report.longrepr))}")
+        outcome.force_result(pytest.CollectReport(report.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {reason}"),
+                                                  [], sections=report.sections))
+
     # --- the decisions ----------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -181,6 +198,17 @@ class CuratePlugin:
         from testcurator.plugin.report import write_summary
 
         write_summary(terminalreporter, self.summary)
+
+
+def wholly_skipped(file: ResolvedFile) -> bool:
+    """Whether the config skips every test of ``file`` (unlisted and listed alike)."""
+    return file.unlisted_test_mode == "skip" and all(entry.mode == "skip" for entry in file.entries)
+
+
+def _error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return errors[-1] if errors else (lines[-1] if lines else "collection failed")
 
 
 def marks_for(ident: TestIdentity) -> list[str]:

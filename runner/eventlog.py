@@ -65,6 +65,7 @@ class EventFold:
     """Accumulated state of one invocation's event files."""
 
     collected: list[str] = field(default_factory=list)
+    selected_known: bool = False  # a ``collected`` event came: pytest got as far as selecting
     rootdir: str | None = None
     tests: dict[str, _TestState] = field(default_factory=dict)
     crash_reports: dict[str, str] = field(default_factory=dict)  # nodeid -> xdist text
@@ -74,6 +75,7 @@ class EventFold:
     def feed(self, source: Path, event: dict[str, Any]) -> None:
         kind, nodeid = event.get("event"), event.get("nodeid", "")
         if kind == "collected":
+            self.selected_known = True
             seen = set(self.collected)
             self.rootdir = self.rootdir or event.get("rootdir")
             self.collected.extend(n for n in event["nodeids"] if n not in seen)

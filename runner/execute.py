@@ -30,12 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from testcurator.errors import ExecutionError
 from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
+from testcurator.runner.reconcile import infrastructure_record, invocation_fault, is_infrastructure, pytest_message, unrun_fault
 from testcurator.runner.records import TestRecord, counts, write_jsonl
 from testcurator.vocab import TestKey
 
@@ -83,16 +83,24 @@ class _Pass:
         while True:
             fold, inv = self._invoke(targets, workers, round_no)
             before = len(self.records)
+            dead = fold.dead_records(inv.returncode)
             self.records.update(fold.finished_records())
             self.records.update(fold.collect_error_records())
-            self.records.update(fold.dead_records(inv.returncode))
+            self.records.update(dead)
             self._learn(fold)
             remaining = [n for n in self.known if n not in self.records]
             self._report()
+            fault = invocation_fault(inv.returncode, died=bool(dead), collected=fold.selected_known,
+                                     finished=len(fold.done), junit=Path(f"{inv.log.with_suffix('')}.junit.xml"),
+                                     log=inv.log)
+            if fault is None and remaining and len(self.records) == before:
+                fault = unrun_fault(remaining, len(self.known), inv.log)
+            if fault is not None:
+                # pytest did not do its job: retrying the same command would not either.
+                self.records[f"<pytest {inv.label}>"] = infrastructure_record(inv.label, fault, pytest_message(inv.log))
+                return self.records
             if not remaining:
                 return self.records
-            if len(self.records) == before:
-                raise ExecutionError(_no_progress_message(inv, len(remaining)))
             targets = [self._absolute(n) for n in remaining]
             round_no += 1
 
@@ -196,17 +204,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _no_progress_message(inv: Invocation, remaining: int) -> str:
-    lines = inv.log.read_text(encoding="utf-8", errors="replace").splitlines()
-    tail = "\n".join(lines[-25:])
-    return (f"pytest exited with code {inv.returncode} without running any of the {remaining} "
-            f"remaining test(s); see {inv.log}:\n{tail}")
-
-
 def merge_retry(first: dict[str, TestRecord], retry: dict[str, TestRecord], attempt: int) -> dict[str, TestRecord]:
     """Fold one retry round into the records (see module docstring for the rule)."""
     merged = dict(first)
     for nodeid, new in retry.items():
+        if is_infrastructure(new):  # the retry's pytest failed: that is news, not a test result
+            merged[nodeid] = new
+            continue
         old = first.get(nodeid)
         if old is None or not old.is_failure or old.flaky:
             continue

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
@@ -27,6 +28,7 @@ from testcurator.runner.execute import execute
 from testcurator.runner.executors import Executor, Job, LocalExecutor
 from testcurator.runner.merge import MANIFEST, RESULTS, merge_run_dirs
 from testcurator.runner.progress import ProgressSink
+from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.records import TestRecord
 from testcurator.sharding import write_test_durations
 
@@ -57,7 +59,13 @@ def run_shard(job: ShardJob) -> ShardOutput:
     out.mkdir(parents=True)
     durations = out / DURATIONS_FILE
     write_test_durations(durations, job.durations)
-    execute(replace(job.spec, durations=durations))
+    result = execute(replace(job.spec, durations=durations))
+    faults = [r for r in result.records if is_infrastructure(r)]
+    if faults:
+        # The executor retries a shard whose pytest failed (a lost device or node), and
+        # reports it as an infrastructure failure when it fails again.
+        raise ExecutionError(f"shard {job.spec.shard or '1/1'}: " + "; ".join(
+            f"{r.evidence}\n{r.failure_text or ''}".strip() for r in faults))
     files = {name: (out / name).read_text(encoding="utf-8") for name in (RESULTS, MANIFEST, "junit.xml")}
     return ShardOutput(job.spec.shard or "1/1", platform.node(), os.getpid(), files)
 

@@ -131,3 +131,23 @@ def test_exec_state_dir_supplies_the_torch_root(tmp_path: Path, monkeypatch: pyt
     assert _memory_torch_root(state) == tree.resolve()
     monkeypatch.setenv("TESTCURATOR_STATE_DIR", str(state))  # the environment variable says the same
     assert _memory_torch_root(None) == tree.resolve()
+
+
+# Path-like placeholders that are not paths the caller names: relative to something else on
+# purpose (the torch root, the backend repository), revision sides, or a word ('latest').
+NOT_CALLER_PATHS = {"--config-dir", "--test-file", "arg:OLD", "arg:NEW", "arg:RUN_DIR", "arg:[TEST]...", "--backend"}
+
+
+def test_every_path_option_is_made_absolute_at_parse_time() -> None:
+    """Issue 9: a relative --out once named files pytest (running in the torch root) could not find."""
+    for key, opts in REGISTRY.items():
+        for opt in opts:
+            if (opt.metavar or "").rstrip(".") in ("DIR", "FILE", "PATH") and key not in NOT_CALLER_PATHS:
+                assert opt.path, f"{key} ({opt.metavar}) is not made absolute"
+    out = next(o for o in REGISTRY["--out"] if o.metavar == "DIR")
+    assert out.make().callback(Path("rel/out")) == Path.cwd() / "rel" / "out"
+    # exec's --backend: a profile path is made absolute, a module name is kept.
+    backend = next(o for o in REGISTRY["--backend"] if o.check is not None)
+    assert backend.make().callback("json") == "json"
+    with pytest.raises(typer.BadParameter, match="neither a backend profile"):
+        backend.make().callback("no_such_module_anywhere")

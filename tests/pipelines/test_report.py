@@ -107,3 +107,30 @@ def test_markdown_links_configs_and_orders_stages() -> None:
     assert "| 2 | needs aten::foo | `test/test_a.py::TestA::t1`, `test/test_a.py::TestA::t2` |" in md
     assert md.index("| scope | 1.0 |") < md.index("| refine | 2.0 |") < md.index("| **total** | 3.0 |")
     assert "**the command has not finished**" in md
+
+
+def test_an_infrastructure_failure_in_the_verification_run_exits_3(tmp_path: Path) -> None:
+    verify = {"outcomes": {}, "mandatory_failures": [], "unexpected_passes": [],
+              "infrastructure": ["pytest was given a bad command line (usage error) (exit 4)"]}
+    (tmp_path / "report.json").write_text(json.dumps(_data(verify)))
+    assert finish_report(tmp_path, "testcurator run") == 3
+    md = (tmp_path / "report.md").read_text()
+    assert "could not be checked (infrastructure failure)" in md and "- infrastructure failures: 1" in md
+
+
+def test_failures_and_unexpected_passes_are_listed_under_their_own_headings() -> None:
+    """The mandatory failures were once listed under "unexpected passes (xfail)"."""
+    verify = {"outcomes": {"error": 1, "xpassed": 1}, "mandatory_failures": ["test/test_b.py"],
+              "unexpected_passes": ["test/test_a.py::TestA::t1_cpu"]}
+    lines = _markdown(_data(verify)).splitlines()
+    failures = lines.index("- mandatory_success failures (and strict unexpected passes): 1")
+    passes = lines.index("- unexpected passes (xfail): 1")
+    assert lines[failures + 1] == "  - `test/test_b.py`"
+    assert lines[passes + 1] == "  - `test/test_a.py::TestA::t1_cpu`"
+
+
+def test_files_that_do_not_import_are_listed() -> None:
+    data = {**_data(None), "memory": {"import_errors": {"test/test_old.py": "ImportError: cannot import name 'gone'"}}}
+    md = _markdown(data)
+    assert "## Files that do not import (1): skipped as a whole, needs review" in md
+    assert "- `test/test_old.py`: ImportError: cannot import name 'gone'" in md

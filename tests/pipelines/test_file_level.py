@@ -1,0 +1,76 @@
+"""Upstream files that do not import are decided as a whole (issue 9, item 5).
+
+The real case: upstream ``test/test_type_promotion.py`` imports ``onlyOnCPUAndCUDA``, a name
+torch 2.13 no longer has, and once got 27 ``mandatory_success`` entries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testcurator.agents.decision import Decision
+from testcurator.config.loader import load_config
+from testcurator.config.profile import BackendProfile
+from testcurator.memory.stage import IMPORT_ERRORS, collect_static
+from testcurator.pipelines import emit as emitter
+from testcurator.pipelines.steps import file_reason
+
+# Our own file in PyTorch's style, importing a decorator this torch does not have.
+BROKEN = '''
+import torch
+from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes, onlyOnCPUAndNoSuchDevice
+
+
+class TestPromotion(TestCase):
+    @dtypes(torch.float32, torch.int64)
+    def test_add(self, device, dtype):
+        self.assertEqual((torch.ones(2, device=device, dtype=dtype) * 2).sum().item(), 4)
+
+
+instantiate_device_type_tests(TestPromotion, globals())
+'''
+GOOD = BROKEN.replace(", onlyOnCPUAndNoSuchDevice", "").replace("TestPromotion", "TestFine")
+
+
+def test_the_static_collection_names_the_files_that_do_not_import(tmp_path: Path) -> None:
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_broken.py").write_text(BROKEN, encoding="utf-8")
+    (tmp_path / "test" / "test_fine.py").write_text(GOOD, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    out = collect_static(tmp_path, ["test/test_broken.py", "test/test_fine.py"], work / "static.jsonl", work / "static.log")
+    errors = json.loads((work / IMPORT_ERRORS).read_text(encoding="utf-8"))
+    assert list(errors) == ["test/test_broken.py"]
+    assert errors["test/test_broken.py"].startswith("ImportError: cannot import name 'onlyOnCPUAndNoSuchDevice'")
+    assert "TestFineCPU" in out.read_text(encoding="utf-8")  # the other file is collected as usual
+
+
+PROFILE = BackendProfile.model_validate({"name": "dev", "device": {"kind": "privateuse1", "name": "dev"}})
+
+
+def _emit(configs: Path, root: Path, decisions: list[Decision], sidecar: dict[str, dict[str, str]],
+          reason: str | None) -> None:
+    emitter.emit_file(configs, root, PROFILE, "test/test_broken.py", decisions, sidecar, set(), emitter.EmitResult(),
+                      file_reason=reason, drop_stale=True)
+
+
+def test_a_file_that_does_not_import_gets_one_file_level_skip(tmp_path: Path) -> None:
+    root = tmp_path / "torch"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "test_broken.py").write_text(BROKEN, encoding="utf-8")
+    configs, sidecar = tmp_path / "configs", {}
+    # An earlier run, when the file imported, wrote per-test entries ...
+    _emit(configs, root, [Decision("TestPromotion::test_add", "mandatory_success", "runs", (), "offline", None)],
+          sidecar, None)
+    # ... now it does not import: the file is decided as a whole.
+    _emit(configs, root, [], sidecar, file_reason("ImportError: cannot import name 'onlyOnCPUAndNoSuchDevice'"))
+    path = configs / "test" / "test_broken.yaml"
+    loaded = load_config(path, torch_root=root)
+    (entry,) = loaded.files
+    assert entry.unlisted_test_mode == "skip" and entry.entries == ()
+    text = path.read_text(encoding="utf-8")
+    assert "NEEDS REVIEW: the whole file is skipped: it does not import (ImportError: cannot import name" in " ".join(
+        line.lstrip("# ") for line in text.splitlines())
+    assert "mandatory_success" not in text and sidecar["test/test_broken.py"] == {}
