@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile
 from testcurator.config.schema import Capabilities, Edits, OpRef
 from testcurator.errors import Location
-from testcurator.names import TestIdentity, dtype_names, dtype_parts
+from testcurator.names import TestIdentity
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,12 @@ def op_ref_matches(ref_name: str, ident: TestIdentity) -> bool:
     return _norm(ref_name) in {_norm(ident.op), _norm(ident.op_formatted or "")}
 
 
-def split_dtypes(dtype: str | None) -> list[str]:
-    """``float32`` -> [float32]; a multi-dtype instance ``float32_int64`` -> both."""
-    if dtype is None:
-        return []
-    return [dtype] if dtype in dtype_names() else dtype_parts(dtype)
-
-
 def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
     if edits is None:
         return None
     if edits.dtypes is not None:
         for ref in edits.dtypes.exclude:
-            if ref.name in split_dtypes(ident.dtype):
+            if ref.name in ident.dtypes:
                 return f"dtype {ref.name} excluded by edits"
     if edits.ops is not None:
         for op in edits.ops.exclude:
@@ -75,11 +68,11 @@ def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
 
 def _op_dtype_applies(op: OpRef, ident: TestIdentity) -> bool:
     # An excluded op with dtypes excludes only those dtypes of it.
-    return op.dtypes is None or any(d.name in split_dtypes(ident.dtype) for d in op.dtypes)
+    return op.dtypes is None or any(d.name in ident.dtypes for d in op.dtypes)
 
 
 def _unsupported(caps: Capabilities, ident: TestIdentity, included: Iterable[str]) -> str | None:
-    dtypes = split_dtypes(ident.dtype)
+    dtypes = ident.dtypes
     if caps.supported_dtypes is not None:
         supported = {d.name for d in caps.supported_dtypes} | set(included)
         for name in dtypes:

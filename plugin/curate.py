@@ -182,12 +182,13 @@ class CuratePlugin:
 
 
 def marks_for(ident: TestIdentity) -> list[str]:
-    """``op__<name>``, ``dtype__<name>``, ``module__<name>`` for one identity."""
+    """``op__<name>``, ``dtype__<name>`` (each dtype), ``module__<name>`` for one identity."""
     marks = []
     if ident.op is not None:
         marks.append(f"op__{ident.op_formatted}")
-    if ident.dtype is not None:
-        marks.append(f"dtype__{ident.dtype}")
+    # One mark per member of a dtype pair, so ``-m dtype__complex64`` selects every instance
+    # that runs complex64.
+    marks.extend(f"dtype__{d}" for d in dict.fromkeys(ident.dtypes))
     if ident.module is not None:
         marks.append(f"module__{ident.module.replace('.', '_')}")
     return marks
@@ -214,7 +215,8 @@ def add_included_dtypes(cls: type, file: ResolvedFile) -> int:
     present = {(i.generic, i.op_formatted, i.module, i.params, i.dtype) for i in existing.values()}
     added = 0
     for attr, ident in sorted(existing.items()):
-        if ident.generic not in wanted or ident.dtype is None or not attr.endswith(f"_{ident.dtype}"):
+        # A dtype pair's instances have no single dtype to swap for another: not extended.
+        if ident.generic not in wanted or len(ident.dtypes) != 1 or not attr.endswith(f"_{ident.dtype}"):
             continue
         for dtype in wanted[ident.generic]:
             key = (ident.generic, ident.op_formatted, ident.module, ident.params, dtype)
