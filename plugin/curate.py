@@ -21,6 +21,7 @@ import pytest
 from testcurator.config.apply import Applied, decide
 from testcurator.config.loader import LoadedConfig, ResolvedFile, paused_gc
 from testcurator.names import TestIdentity, identify
+from testcurator.vocab import XFAIL_MODES
 
 IDENTITY_KEY = pytest.StashKey[TestIdentity]()
 APPLIED_KEY = pytest.StashKey[Applied]()
@@ -145,7 +146,7 @@ class CuratePlugin:
         if key not in self._marks:
             if name == "skip":
                 self._marks[key] = pytest.mark.skip(reason=reason)
-            elif name in ("xfail", "xfail_strict"):
+            elif name in XFAIL_MODES:
                 self._marks[key] = pytest.mark.xfail(reason=reason, strict=name == "xfail_strict")
             else:
                 # --strict-markers rejects unregistered marks: register each dynamic one once.
