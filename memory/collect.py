@@ -12,6 +12,7 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 
+from testcurator.names import KNOWN_DEVICES
 from testcurator.vocab import join_name
 
 # Bases (by last dotted part) that make a class a unittest TestCase for pytest.
@@ -198,15 +199,11 @@ def _param_values(deco: Decorator) -> str | None:
     return kw.get("arg_values", kw.get("argvalues"))
 
 
-#: Device types with their own ``@dtypesIf<TYPE>`` decorator in common_device_type.
-_DTYPES_IF = ("cpu", "cuda", "mps", "xpu", "hpu", "privateuse1")
-
-
 def per_device_decorator(device: str) -> str:
     """``@dtypesIf...`` that applies on ``device``: ``cpu`` -> ``dtypesIfCPU``; an out-of-tree
     backend's own name (``curatedev``) is the ``privateuse1`` device type."""
     kind = device.split(":", 1)[0].lower()
-    return f"dtypesIf{(kind if kind in _DTYPES_IF else 'privateuse1').upper()}"
+    return f"dtypesIf{(kind if kind in KNOWN_DEVICES else 'privateuse1').upper()}"
 
 
 def estimate_instances(decos: tuple[Decorator, ...], device: bool, parametrized: bool,

@@ -95,8 +95,8 @@ def test_per_device_dtype_decorators_count_on_their_device_only(tmp_path: Path, 
     build(tmp_path, state_dir=tmp_path / "state", embed=False)
     with Memory.open(tmp_path / "state") as mem:
         (test,) = mem.test("TestD::test_d")
-        counts = {dev: mem.instances_on(test, dev) for dev in ("cpu", "cuda", "mps", "curatedev")}
-        assert counts == {"cpu": 4, "cuda": 2, "mps": 1, "curatedev": 1}
+        counts = {dev: mem.instances_on(test, dev) for dev in ("cpu", "cuda", "mps", "lazy", "curatedev")}
+        assert counts == {"cpu": 4, "cuda": 2, "mps": 1, "lazy": 2, "curatedev": 1}
         assert "for dtypes float16, bfloat16, float32, float64 on cpu" in test.summary
 
 
