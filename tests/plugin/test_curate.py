@@ -228,6 +228,7 @@ PAIRS = '''
 import operator
 from itertools import product
 
+import pytest
 import torch
 from torch.testing._internal.common_utils import TestCase, parametrize
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes
@@ -243,6 +244,11 @@ class TestFoo(TestCase):
         pass
 
 instantiate_device_type_tests(TestFoo, globals(), only_for="cpu")
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_module_level(k):
+    pass
 '''
 
 
@@ -256,6 +262,8 @@ def test_dtype_pairs_meet_capabilities_edits_and_marks(pytester: pytest.Pytester
           edits:
             dtypes:
               exclude: [{name: int64}]
+        - names: [test_module_level]
+          mode: xfail
     """
     extra = "  global:\n    supported_dtypes: [{name: float32}, {name: int64}]\n    supported_ops: [{name: add}]\n"
     result = run(pytester, tests, "--strict-markers", unlisted="skip", extra=extra)
@@ -263,6 +271,8 @@ def test_dtype_pairs_meet_capabilities_edits_and_marks(pytester: pytest.Pytester
         "TestFooCPU::test_pair_cpu_float32_float32": "PASSED",
         "TestFooCPU::test_plain_op_add_cpu": "PASSED",
         "TestFooCPU::test_plain_op_sub_cpu": "PASSED",  # a plain "op" parameter is not an OpInfo
+        "test_module_level[1]": "XPASS",  # a module-level function, both parameters
+        "test_module_level[2]": "XPASS",
     }
     text = result.stdout.str()
     assert "dtype complex64 is not in supported_dtypes" in text
