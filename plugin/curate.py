@@ -117,27 +117,43 @@ class CuratePlugin:
         self._record_stale(seen)
 
     def _curate_items(self, items: list[pytest.Item], seen: dict[Path, set[str]]) -> None:
-        for item in items:
-            ident = item_identity(item)
+        idents = [item_identity(item) for item in items]
+        marks = [marks_for(ident) for ident in idents]
+        self._register_marks({name for names in marks for name in names})
+        for item, ident, names in zip(items, idents, marks):
             file = self.file_for(item.path)
             generic = ident.generic
             applied = self._decide(file, ident)
             item.stash[IDENTITY_KEY] = ident
             item.stash[APPLIED_KEY] = applied
-            self._apply(item, ident, applied)
+            self._apply(item, ident, applied, names)
             key = str(file.resolved_path) if file is not None else "(unlisted files)"
-            self.summary.modes[applied.curated] += 1
-            self.summary.per_file.setdefault(key, Counter())[applied.curated] += 1
+            label = applied.curated
+            self.summary.modes[label] += 1
+            per_file = self.summary.per_file.get(key)
+            if per_file is None:
+                per_file = self.summary.per_file[key] = Counter()
+            per_file[label] += 1
             if file is not None:
                 seen.setdefault(file.resolved_path, set()).add(generic)
 
-    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied) -> None:
+    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied, marks: list[str]) -> None:
         if applied.mode != "mandatory_success":
             item.add_marker(self._mark(applied.mode, applied.reason))
-        for name in marks_for(ident):
+        for name in marks:
             item.add_marker(self._mark(name, ""))
         if self._junit:
             item.user_properties.extend(junit_properties(ident, applied))
+
+    def _register_marks(self, names: set[str]) -> None:
+        # --strict-markers rejects unregistered marks. All at once: pytest re-reads every
+        # registered line when it meets an unknown mark name, so one at a time is quadratic
+        # (a file over op_db has a thousand op__ marks).
+        for name in sorted(names):
+            if (name, "") not in self._marks:
+                self.config.addinivalue_line("markers", f"{name}: added by testcurator at collection")
+        for name in sorted(names):
+            self._mark(name, "")
 
     def _mark(self, name: str, reason: str) -> pytest.MarkDecorator:
         # Built once per (name, reason): 20k items share a few dozen distinct marks, and
@@ -148,9 +164,7 @@ class CuratePlugin:
                 self._marks[key] = pytest.mark.skip(reason=reason)
             elif name in XFAIL_MODES:
                 self._marks[key] = pytest.mark.xfail(reason=reason, strict=name == "xfail_strict")
-            else:
-                # --strict-markers rejects unregistered marks: register each dynamic one once.
-                self.config.addinivalue_line("markers", f"{name}: added by testcurator at collection")
+            else:  # registered by _register_marks
                 self._marks[key] = getattr(pytest.mark, name)
         return self._marks[key]
 
