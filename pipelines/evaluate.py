@@ -33,7 +33,7 @@ from testcurator.agents.brain import ExecutionRecord, op_matches
 from testcurator.agents.decision import Decision
 from testcurator.vocab import NOT_EVIDENCE_CLASSES
 from testcurator.agents.refine import group_records
-from testcurator.config.schema import MODES
+from testcurator.vocab import MODES
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import read_jsonl
 

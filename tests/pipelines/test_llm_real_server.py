@@ -29,7 +29,8 @@ from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings
 from testcurator.agents.bucket import requests_for_file
 from testcurator.agents.llm_client import LLMSettings
 from testcurator.config.profile import load_profile
-from testcurator.memory.api import Memory, build
+from testcurator.memory.api import Memory
+from testcurator.memory.builder import build
 from testcurator.pipelines.emit import EmitResult, emit_file
 
 CONTEXT = 4096
