@@ -9,14 +9,15 @@ and is checked by the rails (agents/rails.py) before anything it says is kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
-from testcurator.vocab import RAILS_FAILED, RAILS_PASSED, op_matches
+from testcurator.names import split_dtypes
+from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_matches
 
 if TYPE_CHECKING:
     from testcurator.agents.llm_client import LLMSettings
@@ -149,12 +150,21 @@ class ExecutionRecord:
     message: str = ""
 
     @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The variant's dtypes: one, or both members of a dtype pair."""
+        return split_dtypes(self.dtype)
+
+    def excluded_by(self, dtypes: Collection[str]) -> bool:
+        """Whether an exclusion of ``dtypes`` removes this variant (any member counts)."""
+        return any(d in dtypes for d in self.dtypes)
+
+    @property
     def consistently_failed(self) -> bool:
-        return bool(self.outcomes) and all(o in RAILS_FAILED for o in self.outcomes)
+        return bool(self.outcomes) and all(o in FAILED_EVIDENCE for o in self.outcomes)
 
     @property
     def consistently_passed(self) -> bool:
-        return bool(self.outcomes) and all(o in RAILS_PASSED for o in self.outcomes)
+        return bool(self.outcomes) and all(o in PASSED_EVIDENCE for o in self.outcomes)
 
 
 @dataclass(frozen=True)

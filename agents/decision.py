@@ -43,6 +43,16 @@ class Decision:
     def __post_init__(self) -> None:
         _tuplify(self, ("evidence", "missing", "exclude_dtypes", "exclude_ops", "exclude_modules"))
 
+    @property
+    def by_human(self) -> bool:
+        """Whether the decision is what a config says (a person may have written it), not
+        a brain's: execution may then only propose a change, never make it."""
+        return self.brain == CONFIG_BRAIN
+
+
+#: ``Decision.brain`` of a decision read back from a config entry.
+CONFIG_BRAIN = "config"
+
 
 @dataclass(frozen=True)
 class FileDecision:

@@ -9,9 +9,11 @@ in a row), and an answer's size stays near what was planned (``output_tokens_per
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, Field
+
+from testcurator.vocab import Mode
 
 # Lists are bounded; strings are not: llama-cpp-python turns a maxLength into a grammar
 # nested as deep as the length (600 levels for a reasoning), and strings end on their own.
@@ -37,7 +39,7 @@ class BucketItem(BaseModel):
     test: str = Field(description="The test name exactly as given (Class::test).")
     reasoning: Text
     evidence: Facts
-    mode: Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
+    mode: Mode
     exclude_dtypes: Names
     exclude_ops: Names
     needs_review: bool

@@ -78,6 +78,27 @@ def _device_kind(device: str) -> str:
     return device if device in _TORCH_DEVICES else PU1
 
 
+_PER_DEVICE = re.compile(r"^(?:dtypesIf|skip)(?P<kind>CPU|CUDA|MPS|XPU|HPU|XLA|LAZY|META|MTIA|PRIVATEUSE1)(?:If|$)")
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s", re.M)
+
+
+def _applies_here(deco: Deco, backend: BackendContext) -> bool:
+    """False for another device's decorator (``@dtypesIfMPS``, ``@skipCUDAIf``...): what it
+    lists or skips is about that device only."""
+    m = _PER_DEVICE.match(deco.short)
+    return m is None or m.group("kind").lower() == _device_kind(backend.device)
+
+
+def _needs_text(req: BucketRequest, decos: Sequence[Deco], backend: BackendContext) -> str:
+    """The text the feature rules read: the decorators that apply on the backend's device and
+    the test's body (its decorator lines are in ``decos`` already, whole)."""
+    body = req.source
+    first_def = _DEF.search(body)
+    if first_def is not None:
+        body = body[first_def.start():]
+    return "\n".join((*(d.text for d in decos if _applies_here(d, backend)), body, req.summary))
+
+
 def _allowed(deco: Deco) -> frozenset[str] | None:
     quoted = frozenset(re.findall(r"[\'\"](\w+)[\'\"]", deco.args))
     if deco.short == "onlyOn":
@@ -243,7 +264,7 @@ BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
 
 def decide_bucket(req: BucketRequest, backend: BackendContext, wishes: Sequence[Wish]) -> Decision:
     decos = _decos(req.decorators)
-    text = "\n".join((*req.decorators, req.source, req.summary))
+    text = _needs_text(req, decos, backend)
     needs = needed_features(req.test, text, req.aten_ops, dtypes_listed=bool(req.dtypes))
     for deco in decos:
         if deco.short == "deviceCountAtLeast" and re.fullmatch(r"\s*([2-9]|\d\d+)\s*", deco.args):

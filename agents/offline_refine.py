@@ -11,7 +11,8 @@ from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequ
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
-from testcurator.vocab import FAILED_EVIDENCE, HARD_FAILURE_CLASSES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches
+from testcurator.vocab import (
+    FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
 
 MAX_EVIDENCE = 8
 
@@ -23,7 +24,7 @@ class Variant:
 
     @property
     def hard(self) -> bool:
-        return self.rec.failure_class in HARD_FAILURE_CLASSES or any(o in ("crashed", "timeout") for o in self.rec.outcomes)
+        return self.rec.failure_class in HARD_FAILURE_CLASSES or any(o in HARD_OUTCOMES for o in self.rec.outcomes)
 
     def cls(self) -> str:
         return self.rec.failure_class or "unknown"
@@ -61,14 +62,21 @@ def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str],
     left = []
     for v in failing:
         order = ("op", "dtype", "module") if v.rec.failure_class == "unsupported_op" else ("dtype", "op", "module")
-        for dim in order:
-            value = getattr(v.rec, dim)
-            if value and all(u.status == "failed" for u in usable if getattr(u.rec, dim) == value):
-                found[dim].add(value)
-                break
-        else:
+        hit = next(((dim, value) for dim in order for value in _values(v.rec, dim)
+                    if all(u.status == "failed" for u in usable if value in _values(u.rec, dim))), None)
+        if hit is None:
             left.append(v)
+        else:
+            found[hit[0]].add(hit[1])
     return found["dtype"], found["op"], found["module"], left
+
+
+def _values(rec: ExecutionRecord, dim: str) -> tuple[str, ...]:
+    """The variant's values along ``dim``: each member of a dtype pair is a dtype of its own."""
+    if dim == "dtype":
+        return rec.dtypes
+    value = getattr(rec, dim)
+    return (value,) if value else ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ class Outcome:
         return f", with {what} excluded ({culprit.rec.variant} {culprit.verb()} with {culprit.why()})"
 
     def explains(self, v: Variant) -> bool:
-        return v.rec.dtype in self.dtypes or v.rec.op in self.ops or v.rec.module in self.modules
+        return v.rec.excluded_by(self.dtypes) or v.rec.op in self.ops or v.rec.module in self.modules
 
     def evidence(self) -> tuple[str, ...]:
         shown = sorted(self.usable + self.infra, key=lambda v: (v.status == "passed", v.rec.variant))
@@ -151,7 +159,10 @@ def _pass_rules(o: Outcome) -> Decision:
     if mode == "xfail_strict":
         return o.make("mandatory_success", f"Mandatory success (promoted from xfail_strict): all {n} variant(s) passed "
                       f"on every attempt{o.exclusion_clause()}.")
-    if mode == "xfail":
+    if mode == "xfail" and not o.prev.by_human:  # a brain's guess, now disproved by execution
+        return o.make("mandatory_success", f"Mandatory success (promoted from xfail): all {n} variant(s) passed on "
+                      f"every attempt{o.exclusion_clause()}.")
+    if mode == "xfail":  # a person's decision: execution only proposes
         return o.make("xfail", f"Xfail kept: all {n} variant(s) passed on every attempt, so promotion is proposed"
                       f"{o.exclusion_clause()}.", needs_review=True,
                       missing=("promotion proposed: passes consistently",))
@@ -210,7 +221,7 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                         (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE]))
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
-    remaining = [v for v in usable if v.rec.dtype not in dtypes and v.rec.op not in ops and v.rec.module not in modules]
+    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and v.rec.op not in ops and v.rec.module not in modules]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
         dtypes, ops, modules, unexplained, remaining = set(), set(), set(), failing, usable
     o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining)

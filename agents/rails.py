@@ -99,7 +99,7 @@ def _capability_rails(decision: Decision, request: BucketRequest | RefineRequest
 def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailViolation]:
     kept = [
         r for r in request.executions
-        if r.dtype not in decision.exclude_dtypes
+        if not r.excluded_by(decision.exclude_dtypes)
         and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
         and not (r.module and r.module in decision.exclude_modules)
         and r.failure_class not in NOT_EVIDENCE_CLASSES

@@ -1,7 +1,8 @@
 """Generate a synthetic PyTorch-style test tree for the memory benchmarks.
 
 Deterministic (seeded). Each file mixes what upstream test files contain: device-generic
-classes with ``@dtypes`` / ``@parametrize`` / ``@ops``, skip decorators, a mixin whose tests
+classes with ``@dtypes`` (single, per-device ``@dtypesIfCUDA``, and dtype pairs
+``@dtypes(*product(...))``) / ``@parametrize`` / ``@ops`` over the real ``op_db``, skip decorators, a mixin whose tests
 are inherited, ``instantiate_parametrized_tests`` classes, docstrings, module-level tests.
 Every test body holds a unique ``seed = N`` line so a benchmark can change chosen tests.
 
@@ -17,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HEADER = """\
+from itertools import product
+
 import torch
 import torch.nn.functional as F
 from torch.testing._internal.common_utils import (
     TestCase, run_tests, parametrize, instantiate_parametrized_tests, skipIfTorchDynamo)
 from torch.testing._internal.common_device_type import (
-    instantiate_device_type_tests, dtypes, onlyCPU, onlyCUDA, ops, skipMeta)
+    instantiate_device_type_tests, dtypes, dtypesIfCUDA, onlyCPU, onlyCUDA, ops, skipMeta)
 from torch.testing._internal.common_methods_invocations import op_db
 
 """
@@ -68,9 +71,15 @@ def _test(rng: random.Random, uid: int, name: str, kind: str) -> str:
             decos.append(f"@ops([op for op in op_db if op.name == '{rng.choice(OPS)}'], "
                          f"allowed_dtypes=({rng.choice(DTYPES)},))")
             params += ["dtype", "op"]
-        elif roll < 0.75:
+        elif roll < 0.65:
             decos.append(f"@dtypes({', '.join(rng.sample(DTYPES, rng.randint(1, 4)))})")
             params.append("dtype")
+            if rng.random() < 0.2:  # a per-device list, as upstream writes for CUDA
+                decos.insert(0, f"@dtypesIfCUDA({', '.join(rng.sample(DTYPES, rng.randint(1, 4)))})")
+        elif roll < 0.75:  # dtype pairs: PyTorch passes them as the tuple parameter "dtypes"
+            firsts, seconds = rng.sample(DTYPES, 2), rng.sample(DTYPES, rng.randint(1, 3))
+            decos.append(f"@dtypes(*product(({', '.join(firsts)}), ({', '.join(seconds)},)))")
+            params.append("dtypes")
         if rng.random() < 0.2:
             decos.insert(0, f"@parametrize(\"n\", [{', '.join(str(i) for i in range(rng.randint(1, 4)))}])")
             params.append("n")

@@ -25,7 +25,7 @@ import typer
 
 from testcurator.cli.commands import usage_error
 from testcurator.memory.paths import STATE_DIR_ENV
-from testcurator.vocab import MODES
+from testcurator.vocab import HELD_BACK_MODES, MODES
 
 TORCH_ROOT_ENV = "TORCH_ROOT"
 
@@ -237,7 +237,7 @@ TOP_K = _opt("-k", "--top", metavar="N", min=1, help="How many results.")
 DTYPE = _opt("--dtype", metavar="DTYPE", help="Only instances of this dtype (e.g. float16).")
 
 # --- import / export --------------------------------------------------------------------------
-IMPORT_MODE = _opt("--mode", metavar="MODE", choices=("skip", "xfail", "xfail_strict"),
+IMPORT_MODE = _opt("--mode", metavar="MODE", choices=HELD_BACK_MODES,
                    help="Mode of the tests the list names: skip, xfail or xfail_strict.")
 UNLISTED_MODE = _opt("--unlisted-mode", metavar="MODE", choices=MODES,
                      help="unlisted_test_mode of each imported file (mandatory_success, xfail, xfail_strict, skip).")

@@ -12,13 +12,13 @@ it to predict outcomes without running pytest. Order of precedence (first that a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile
-from testcurator.config.schema import Capabilities, Edits, OpRef
+from testcurator.config.schema import Capabilities, DtypeRef, Edits, OpRef
 from testcurator.errors import Location
-from testcurator.names import TestIdentity, dtype_names, dtype_parts
+from testcurator.names import TestIdentity
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,12 @@ def op_ref_matches(ref_name: str, ident: TestIdentity) -> bool:
     return _norm(ref_name) in {_norm(ident.op), _norm(ident.op_formatted or "")}
 
 
-def split_dtypes(dtype: str | None) -> list[str]:
-    """``float32`` -> [float32]; a multi-dtype instance ``float32_int64`` -> both."""
-    if dtype is None:
-        return []
-    return [dtype] if dtype in dtype_names() else dtype_parts(dtype)
-
-
 def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
     if edits is None:
         return None
     if edits.dtypes is not None:
         for ref in edits.dtypes.exclude:
-            if ref.name in split_dtypes(ident.dtype):
+            if ref.name in ident.dtypes:
                 return f"dtype {ref.name} excluded by edits"
     if edits.ops is not None:
         for op in edits.ops.exclude:
@@ -75,18 +68,44 @@ def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
 
 def _op_dtype_applies(op: OpRef, ident: TestIdentity) -> bool:
     # An excluded op with dtypes excludes only those dtypes of it.
-    return op.dtypes is None or any(d.name in split_dtypes(ident.dtype) for d in op.dtypes)
+    return op.dtypes is None or any(d.name in ident.dtypes for d in op.dtypes)
 
 
-def _unsupported(caps: Capabilities, ident: TestIdentity, included: Iterable[str]) -> str | None:
-    dtypes = split_dtypes(ident.dtype)
+# supported_ops by normalized name, per list (kept alive here, so an id is never reused):
+# a linear scan per instance was a third of the plugin's cost on a 25,000-instance file.
+_OP_INDEX: dict[int, tuple[Sequence[OpRef], dict[str, tuple[int, OpRef]]]] = {}
+
+
+_NAMES: dict[int, tuple[Sequence[DtypeRef], frozenset[str]]] = {}
+
+
+def _names(refs: Sequence[DtypeRef]) -> frozenset[str]:
+    cached = _NAMES.get(id(refs))
+    if cached is None or cached[0] is not refs:
+        cached = _NAMES[id(refs)] = (refs, frozenset(d.name for d in refs))
+    return cached[1]
+
+
+def _supported_op(supported: Sequence[OpRef], ident: TestIdentity) -> OpRef | None:
+    """The first ``supported_ops`` entry that :func:`op_ref_matches` the instance's op."""
+    cached = _OP_INDEX.get(id(supported))
+    if cached is None or cached[0] is not supported:
+        index: dict[str, tuple[int, OpRef]] = {}
+        for pos, ref in enumerate(supported):
+            index.setdefault(_norm(ref.name), (pos, ref))
+        cached = _OP_INDEX[id(supported)] = (supported, index)
+    hits = [cached[1][key] for key in {_norm(ident.op or ""), _norm(ident.op_formatted or "")} if key in cached[1]]
+    return min(hits, key=lambda hit: hit[0])[1] if hits else None
+
+
+def _unsupported(caps: Capabilities, ident: TestIdentity, included: Collection[str]) -> str | None:
+    dtypes = ident.dtypes
     if caps.supported_dtypes is not None:
-        supported = {d.name for d in caps.supported_dtypes} | set(included)
         for name in dtypes:
-            if name not in supported:
+            if name not in _names(caps.supported_dtypes) and name not in included:
                 return f"dtype {name} is not in supported_dtypes"
     if caps.supported_ops is not None and ident.op is not None:
-        ref = next((op for op in caps.supported_ops if op_ref_matches(op.name, ident)), None)
+        ref = _supported_op(caps.supported_ops, ident)
         if ref is None:
             return f"op {ident.op} is not in supported_ops"
         if ref.dtypes is not None:

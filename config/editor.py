@@ -73,14 +73,33 @@ def dump_block(data: Any, indent: int) -> list[str]:
 
 
 def comment_lines(reason: str | None, indent: int) -> list[str]:
-    """A reason as ``#`` lines wrapped to a readable width."""
+    """A reason as ``#`` lines wrapped to a readable width, read back by
+    :func:`testcurator.config.resolve.comment_above`.
+
+    Lines break only between words: a node id, test name, op or path longer than the width
+    stays whole on a line of its own (issue 9: ``TestCommonCURATEDEV::test`` /
+    ``_compare_cpu``). Paragraphs are separated by a bare ``#`` line; runs of spaces
+    within a paragraph become one.
+    """
     if not reason:
         return []
     out: list[str] = []
-    for paragraph in reason.strip().splitlines():
-        wrapped = textwrap.wrap(paragraph.strip(), COMMENT_WIDTH - indent - 2) or [""]
-        out.extend(" " * indent + ("# " + w).rstrip() for w in wrapped)
+    paragraphs = [p.split() for p in reason.strip().splitlines()]
+    for n, words in enumerate(p for p in paragraphs if p):
+        if n:
+            out.append(" " * indent + "#")
+        out.extend(" " * indent + "# " + line for line in _fill(words, COMMENT_WIDTH - indent - 2))
     return out
+
+
+def _fill(words: list[str], width: int) -> list[str]:
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def render_entry(spec: EntrySpec, dash_col: int) -> list[str]:

@@ -39,13 +39,23 @@ def effective_capabilities(top: Capabilities | None, per_file: Capabilities | No
 
 
 def comment_above(lines: Sequence[str], line_index: int) -> str | None:
-    """The ``#`` comment block directly above 0-based ``line_index`` (the entry's reason)."""
+    """The ``#`` comment block directly above 0-based ``line_index`` (the entry's reason).
+
+    The inverse of :func:`testcurator.config.editor.comment_lines`: wrapped lines join with
+    one space, a bare ``#`` line separates paragraphs.
+    """
     out: list[str] = []
     i = line_index - 1
     while i >= 0 and lines[i].lstrip().startswith("#"):
         out.append(lines[i].lstrip()[1:].strip())
         i -= 1
-    text = " ".join(reversed(out)).strip()
+    paragraphs: list[list[str]] = [[]]
+    for line in reversed(out):
+        if line:
+            paragraphs[-1].append(line)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    text = "\n".join(" ".join(p) for p in paragraphs if p)
     return text or None
 
 

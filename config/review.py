@@ -27,9 +27,9 @@ from pathlib import Path
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile, config_files, load_config, load_model
 from testcurator.config.schema import Capabilities, ConfigDocument, Edits
 from testcurator.errors import BadInputError
+from testcurator.vocab import MODES_BY_STRICTNESS
 
 PLACEHOLDER_ROOT = Path("/TORCH_ROOT")  # paths are compared as written; nothing is resolved
-MODES_ORDER = ("mandatory_success", "xfail_strict", "xfail", "skip")
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def _file_change(raw: str, old: Side, new: Side, global_diff: set[str]) -> FileC
 def _summary(old: Side, new: Side, files: tuple[FileChange, ...]) -> Summary:
     def counts(side: Side) -> dict[str, int]:
         c = Counter(e.mode for f in side.config.files for e in f.entries for _ in e.names)
-        return {m: c.get(m, 0) for m in MODES_ORDER}
+        return {m: c.get(m, 0) for m in MODES_BY_STRICTNESS}
 
     tests = [t for f in files for t in f.tests]
     moves = Counter(f"{t.old_effective} -> {t.new_effective}" for t in tests if t.old_effective != t.new_effective)

@@ -48,6 +48,12 @@ class TestIdentity:
         return join_name(self.cls, self.test)
 
     @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes of the instance: one, or each member of a dtype pair
+        (``@dtypes(*product(...))``: ``complex128_bfloat16`` -> both), in order."""
+        return split_dtypes(self.dtype)
+
+    @property
     def op_formatted(self) -> str | None:
         """The op as it appears in test names and marks (``nn_functional_relu``)."""
         if self.op is None:
@@ -64,6 +70,17 @@ def dtype_names() -> frozenset[str]:
     return frozenset(
         str(v).split(".", 1)[1] for v in vars(torch).values() if isinstance(v, torch.dtype)
     )
+
+
+def split_dtypes(dtype: str | None) -> tuple[str, ...]:
+    """``float32`` -> (float32,); a dtype pair's ``complex128_bfloat16`` -> both members.
+
+    Config rules (capabilities, edits), refine's separation and the rails read dtypes through
+    this, so a rule that names one dtype applies to every instance that has it as a member.
+    """
+    if not dtype:
+        return ()
+    return (dtype,) if dtype in dtype_names() else tuple(dtype_parts(dtype))
 
 
 def dtype_name(dtype: Any) -> str:
@@ -104,17 +121,29 @@ def _identity_fields(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in kwargs.items():
         if key in ("device", "devices"):
             out["device"] = device_name(value)
-        elif key == "dtype":
+        elif key in ("dtype", "dtypes"):
+            # PyTorch stores a dtype pair (``@dtypes(*product(...))``) under the plural key.
             out["dtype"] = dtype_name(value)
-        elif key == "op":
-            out["op"] = getattr(value, "name", str(value))
+        elif key == "op" and _is_opinfo(value):
+            out["op"] = value.name
             out["op_variant"] = getattr(value, "variant_test_name", "") or None
-        elif key == "module_info":
-            out["module"] = getattr(value, "name", str(value))
+        elif key == "module_info" and _is_moduleinfo(value):
+            out["module"] = value.name
         else:
+            # A plain ``@parametrize("op", ["add", ...])`` value is a parameter, not an OpInfo.
             params.append((key, repr(value)))
     out["params"] = tuple(sorted(params))
     return out
+
+
+def _is_opinfo(value: Any) -> bool:
+    # Duck-typed (importing OpInfo costs seconds) and never via str(value): OpInfo's
+    # dataclass repr pretty-prints the whole record, which once dominated collection time.
+    return isinstance(getattr(value, "name", None), str) and hasattr(value, "sample_inputs_func")
+
+
+def _is_moduleinfo(value: Any) -> bool:
+    return isinstance(getattr(value, "name", None), str) and hasattr(value, "module_inputs_func")
 
 
 def identify(cls: type, attr_name: str, fn: Callable[..., Any] | None = None) -> TestIdentity:

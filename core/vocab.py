@@ -23,6 +23,11 @@ from typing import Literal
 # --- modes -------------------------------------------------------------------------------
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
 MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
+#: The modes that hold a test back from running green, and the two xfail modes.
+HELD_BACK_MODES: tuple[str, ...] = ("skip", "xfail", "xfail_strict")
+XFAIL_MODES: frozenset[str] = frozenset({"xfail", "xfail_strict"})
+#: Strictest demand first: how reviews list modes.
+MODES_BY_STRICTNESS: tuple[str, ...] = ("mandatory_success", "xfail_strict", "xfail", "skip")
 
 # --- outcomes ----------------------------------------------------------------------------
 OUTCOMES: tuple[str, ...] = (
@@ -36,11 +41,10 @@ FAILING: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
 #: does not pass) and an ``xpassed`` is a pass; ``skipped`` says nothing.
 FAILED_EVIDENCE: frozenset[str] = FAILING | {"xfailed"}
 PASSED_EVIDENCE: frozenset[str] = frozenset({"passed", "xpassed"})
-#: What the execution rails (agents/rails.py) count as "failed/passed on every attempt".
-#: Narrower than the refine stage's sets: ``crashed`` and ``xfailed`` are not failures and
-#: ``xpassed`` is not a pass there. Kept as it was; reported as a behaviour question.
-RAILS_FAILED: frozenset[str] = frozenset({"failed", "error", "timeout"})
-RAILS_PASSED: frozenset[str] = frozenset({"passed"})
+#: Outcomes that do not run the test's body to an end (JUnit's ``skipped`` element).
+NOT_RUN: frozenset[str] = frozenset({"skipped", "xfailed"})
+#: Outcomes that end the worker running the shard (the runner's hang and crash guards).
+HARD_OUTCOMES: frozenset[str] = frozenset({"crashed", "timeout"})
 
 # --- failure classes ---------------------------------------------------------------------
 FAILURE_CLASSES: tuple[str, ...] = (

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.errors import BadInputError, MemoryStoreError
+from testcurator.memory.collect import estimate_instances
 from testcurator.memory.paths import memory_db_path, resolve_state_dir
 from testcurator.memory.store import FileState, MemoryStore, StoredTest
 from testcurator.names import KNOWN_DEVICES
@@ -114,7 +115,8 @@ class Memory:
         """Estimated instances of ``test`` on ``device`` (None: not statically known).
 
         0 when the class's ``instantiate_device_type_tests(only_for=/except_for=)`` leaves
-        the device out; otherwise the index's estimate (made from CPU's decorators).
+        the device out; otherwise the estimate from the decorators that apply on ``device``
+        (``@dtypesIfCPU`` on CPU only, ``@dtypesIfPRIVATEUSE1`` on an out-of-tree backend).
         """
         if not test.device_generic:
             return test.instances_estimate
@@ -129,7 +131,7 @@ class Memory:
                     return None  # an expression, not a literal list of devices
                 if (device in listed) != keep_if_listed:
                     return 0
-        return test.instances_estimate
+        return estimate_instances(test.decorators, True, test.parametrized, device)
 
     def set_summary(self, content_hash: str, text: str, author: str = "llm") -> None:
         """Store a summary written elsewhere (an LLM brain); it replaces the offline one.

@@ -12,6 +12,7 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 
+from testcurator.names import KNOWN_DEVICES
 from testcurator.vocab import join_name
 
 # Bases (by last dotted part) that make a class a unittest TestCase for pytest.
@@ -80,7 +81,7 @@ class IndexedTest:
     fn: TestFunction
     device_generic: bool
     parametrized: bool
-    instances_estimate: int | None  # per device (CPU's decorators); None = not static
+    instances_estimate: int | None  # on CPU (Memory.instances_on: any device); None = not static
 
     @property
     def generic(self) -> str:
@@ -198,14 +199,23 @@ def _param_values(deco: Decorator) -> str | None:
     return kw.get("arg_values", kw.get("argvalues"))
 
 
-def estimate_instances(decos: tuple[Decorator, ...], device: bool, parametrized: bool) -> int | None:
-    """Instances per device, from CPU's point of view; None when not statically knowable."""
+def per_device_decorator(device: str) -> str:
+    """``@dtypesIf...`` that applies on ``device``: ``cpu`` -> ``dtypesIfCPU``; an out-of-tree
+    backend's own name (``curatedev``) is the ``privateuse1`` device type."""
+    kind = device.split(":", 1)[0].lower()
+    return f"dtypesIf{(kind if kind in KNOWN_DEVICES else 'privateuse1').upper()}"
+
+
+def estimate_instances(decos: tuple[Decorator, ...], device: bool, parametrized: bool,
+                       device_type: str = "cpu") -> int | None:
+    """Instances on ``device_type``; None when not statically knowable. Per-device
+    decorators (``@dtypesIfCUDA``...) count on their own device only."""
     total = 1
     if device:
         if any(d.short in ("ops", "modules") for d in decos):
             return None  # depends on op_db / module_db at import time
         by_name = {d.short: d for d in decos}
-        dtypes = by_name.get("dtypesIfCPU") or by_name.get("dtypes")
+        dtypes = by_name.get(per_device_decorator(device_type)) or by_name.get("dtypes")
         if dtypes is not None and (dtypes.args or dtypes.kwargs):
             if dtypes.kwargs:
                 return None

@@ -19,6 +19,7 @@ from typing import Any
 
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
+from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.vocab import TestKey
 
@@ -55,9 +56,10 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
         entry = found.setdefault(key, {**{name: set() for name in _LISTS}, "cpu": {}})
         entry["instances"].add(rec.nodeid)
-        for name, value in (("ops", rec.op), ("dtypes", rec.dtype), ("modules", rec.module)):
+        for name, value in (("ops", rec.op), ("modules", rec.module)):
             if value:
                 entry[name].add(value)
+        entry["dtypes"].update(split_dtypes(rec.dtype))  # each member of a dtype pair
         if rec.source == "captured":
             entry["aten"].update(rec.aten)
             if rec.outcome:

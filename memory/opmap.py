@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.errors import BadInputError, MemoryStoreError, MissingPathError
+from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import SOURCES, OpRecord, capture_parts, read_records
 from testcurator.vocab import TestKey, normalize_op, op_base
 
@@ -199,14 +200,14 @@ class OpMap:
                 "SELECT r.generic, r.node_id, r.device, r.dtype, r.source, r.op, ''"
                 " FROM records r WHERE r.op = ?"
             )
-        params: list[str] = [name]
-        if dtype is not None:
-            sql += " AND r.dtype = ?"
-            params.append(normalize_dtype(dtype))
         sql += " GROUP BY r.id ORDER BY r.generic, r.node_id, r.source"
+        # Filtered here, not in SQL: a dtype pair's instance (``complex64_float32``) is an
+        # instance of each of its dtypes.
+        wanted = normalize_dtype(dtype) if dtype is not None else None
         return [
             OpHit(g, n, dev, dt, src, o, tuple(sorted(a.split())) if a else ())
-            for g, n, dev, dt, src, o, a in self.conn.execute(sql, params)
+            for g, n, dev, dt, src, o, a in self.conn.execute(sql, [name])
+            if wanted is None or wanted in split_dtypes(dt)
         ]
 
     def ops_for_test(self, generic: str) -> list[OpUse]:

@@ -53,8 +53,10 @@ def _short_expr(text: str, limit: int = 60) -> str:
 
 def _decorator_phrase(deco: Decorator) -> str | None:
     name = deco.short
-    if name in ("dtypes", "dtypesIfCPU"):
-        return f"for dtypes {', '.join(_short_expr(a, 30) for a in deco.args)}" if deco.args else None
+    if name == "dtypes" or name.startswith("dtypesIf"):
+        # A per-device list says what that device runs, not what the test needs everywhere.
+        where = f" on {name[len('dtypesIf'):]}" if name != "dtypes" else ""
+        return f"for dtypes {', '.join(_short_expr(a, 30) for a in deco.args)}{where}" if deco.args else None
     if name == "ops":
         extra = "; ".join(f"{k} {_short_expr(v)}" for k, v in deco.kwargs)
         src = deco.args[0] if deco.args else "op_db"

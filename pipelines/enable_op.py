@@ -40,9 +40,8 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.enable_op_exec import run_admitted
 from testcurator.pipelines.enable_op_global import add_supported_op
-from testcurator.vocab import TestKey, op_key
+from testcurator.vocab import HELD_BACK_MODES, TestKey, op_key
 
-HELD = ("skip", "xfail", "xfail_strict")
 _ATEN = re.compile(r"aten::([A-Za-z_][\w]*)")
 
 
@@ -133,7 +132,7 @@ def _judge(op: str, file: ResolvedFile, entry: ResolvedEntry, name: str, key: st
         reason = f"{note}: its {op_key(op)} variants run again. Before: {entry.reason or 'no reason'}"
         return Admission(key, "ops_exclude", yaml, file.raw_path, entry.mode,
                          _spec(entry, reason=reason, edits=edits), _spec(entry))
-    if entry.mode not in HELD:
+    if entry.mode not in HELD_BACK_MODES:
         return None
     named = {m for m in _ATEN.findall(entry.reason or "")}
     if not named or _base(op) not in named:

@@ -132,7 +132,7 @@ def observed(run: EvalRun) -> dict[TestKey, list[ExecutionRecord]]:
 
 def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
     return [v for v in variants
-            if v.dtype not in prediction.exclude_dtypes
+            if not v.excluded_by(prediction.exclude_dtypes)
             and not (v.op and any(op_matches(v.op, x) for x in prediction.exclude_ops))
             and not (v.module and v.module in prediction.exclude_modules)
             and v.failure_class not in NOT_EVIDENCE_CLASSES

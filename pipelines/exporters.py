@@ -34,10 +34,9 @@ from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
 from testcurator.names import KNOWN_DEVICES, TestIdentity, dtype_names, split_device_class
 from testcurator.runner.collect import CollectedTest, collect
-from testcurator.vocab import TestKey, split_name
+from testcurator.vocab import HELD_BACK_MODES, TestKey, split_name
 
 KEY_RE = re.compile(r"^(?P<test>\S+) \((?:(?P<module>\S+)\.)?(?P<cls>[A-Za-z_]\w*)\)$")
-DISABLED_MODES = ("skip", "xfail", "xfail_strict")
 EXPORTED_ORIGINS = ("entry", "edit", "capability")
 
 
@@ -91,7 +90,7 @@ def export_disabled_tests(config_path: Path, out: Path, *, torch_root: Path | No
                           include_xfail: bool = True, include_unlisted: bool = False,
                           platforms: Sequence[str] = (), collected: Sequence[CollectedTest] | None = None) -> ExportReport:
     """Write ``out`` (JSON, keys sorted) for the config at ``config_path``."""
-    modes = DISABLED_MODES if include_xfail else ("skip",)
+    modes = HELD_BACK_MODES if include_xfail else ("skip",)
     if torch_root is None and collected is None:
         loaded = load_config(config_path, torch_root=Path("/TORCH_ROOT"))
         data, report = _generic_export(loaded, modes, list(platforms))

@@ -32,6 +32,7 @@ from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.levels import level2_problems
 from testcurator.config.upstream_names import defined_tests
 from testcurator.errors import BadInputError
+from testcurator.names import split_dtypes
 from testcurator.pipelines.exporters import parse_key
 from testcurator.pipelines.import_match import (DeviceOnly, DisabledKeyMatcher, PatternRow, SubstringMatcher,
                                                 guess_device, match_patterns)
@@ -56,8 +57,17 @@ def exclusion_edit(instances: Sequence[CollectedTest], matched: set[str]) -> dic
             refs.append({"name": op} if full else {"name": op, "dtypes": [{"name": d} for d in dts]})
         candidate: dict[str, Any] = {"ops": {"exclude": refs}}
     else:
-        candidate = {"dtypes": {"exclude": [{"name": d} for d in sorted({t.dtype for t in hit if t.dtype})]}}
+        candidate = {"dtypes": {"exclude": [{"name": d} for d in _dtypes_of(hit)]}}
     return candidate if _expresses(candidate, instances, matched) else None
+
+
+def _dtypes_of(hit: Sequence[CollectedTest]) -> list[str]:
+    """The dtypes to exclude: each instance's own, or for dtype pairs
+    (``complex128_float32``) the members every matched instance shares."""
+    parts = [set(split_dtypes(t.dtype)) for t in hit if t.dtype]
+    if all(len(p) == 1 for p in parts):
+        return sorted(set().union(*parts))
+    return sorted(set.intersection(*parts)) if parts else []
 
 
 def _expresses(candidate: dict[str, Any], instances: Sequence[CollectedTest], matched: set[str]) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.agents.brain import BackendContext, Brain, BrainContext, BucketRequest, RefineRequest
-from testcurator.agents.decision import Decision
+from testcurator.agents.decision import CONFIG_BRAIN, Decision
 from testcurator.agents.refine import execution_record
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile, load_config
@@ -42,12 +42,12 @@ def _file_for(config: LoadedConfig, nodeid: str) -> ResolvedFile | None:
 def _previous(file: ResolvedFile, test: str) -> tuple[Decision, ResolvedEntry | None]:
     entry = file.entry_for(test)
     if entry is None:
-        return Decision(test, file.unlisted_test_mode, "not listed (unlisted_test_mode)", (), "config", None), None
+        return Decision(test, file.unlisted_test_mode, "not listed (unlisted_test_mode)", (), CONFIG_BRAIN, None), None
     edits = entry.edits
     dtypes = tuple(d.name for d in edits.dtypes.exclude) if edits and edits.dtypes else ()
     ops = tuple(o.name for o in edits.ops.exclude) if edits and edits.ops else ()
     modules = tuple(m.name for m in edits.modules.exclude) if edits and edits.modules else ()
-    return Decision(test, entry.mode, entry.reason or "", (), "config", None, exclude_dtypes=dtypes, exclude_ops=ops,
+    return Decision(test, entry.mode, entry.reason or "", (), CONFIG_BRAIN, None, exclude_dtypes=dtypes, exclude_ops=ops,
                     exclude_modules=modules), entry
 
 

@@ -26,9 +26,8 @@ from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
-from testcurator.vocab import MODES
+from testcurator.vocab import HELD_BACK_MODES, MODES
 
-HELD_BACK = ("skip", "xfail", "xfail_strict")
 STAGE_ORDER = ("scope", "memory", "bucket", "refine", "emit", "verify", "report")
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
 # The plugin ends its reasons with the config entry they come from; grouped by what they say.
@@ -149,7 +148,7 @@ def _config_link(ctx: RunContext, rel: str) -> str | None:
 
 def held_back(configs: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str, list[dict[str, Any]]]:
     """Per held-back mode, the reasons with their tests, the most common reason first."""
-    groups: dict[str, dict[str, list[str]]] = {m: defaultdict(list) for m in HELD_BACK}
+    groups: dict[str, dict[str, list[str]]] = {m: defaultdict(list) for m in HELD_BACK_MODES}
     for rel, entries in configs.items():
         for test, mode, reason in entries:
             if mode in groups:
@@ -207,8 +206,8 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
     if verify:
         verdict += (f"; verification run: {', '.join(f'{k} {v}' for k, v in verify['outcomes'].items())}, "
                     f"{len(verify['mandatory_failures'])} mandatory failure(s)")
-    held = {m: sum(g["count"] for g in data.get("held_back", {}).get(m, [])) for m in HELD_BACK}
-    top = [g for m in HELD_BACK for g in data.get("held_back", {}).get(m, [])[:1]]
+    held = {m: sum(g["count"] for g in data.get("held_back", {}).get(m, [])) for m in HELD_BACK_MODES}
+    top = [g for m in HELD_BACK_MODES for g in data.get("held_back", {}).get(m, [])[:1]]
     lines = [f"**{verdict}**", "",
              f"- {sum(totals.values())} tests decided ({data['decided_by']} stage): "
              + ", ".join(f"{m} {totals[m]}" for m in MODES),

@@ -21,6 +21,7 @@ import pytest
 from testcurator.config.apply import Applied, decide, probe
 from testcurator.config.loader import LoadedConfig, ResolvedFile, paused_gc
 from testcurator.names import TestIdentity, identify
+from testcurator.vocab import XFAIL_MODES
 
 IDENTITY_KEY = pytest.StashKey[TestIdentity]()
 APPLIED_KEY = pytest.StashKey[Applied]()
@@ -135,27 +136,43 @@ class CuratePlugin:
         self._record_stale(seen)
 
     def _curate_items(self, items: list[pytest.Item], seen: dict[Path, set[str]]) -> None:
-        for item in items:
-            ident = item_identity(item)
+        idents = [item_identity(item) for item in items]
+        marks = [marks_for(ident) for ident in idents]
+        self._register_marks({name for names in marks for name in names})
+        for item, ident, names in zip(items, idents, marks):
             file = self.file_for(item.path)
             generic = ident.generic
             applied = self._decide(file, ident)
             item.stash[IDENTITY_KEY] = ident
             item.stash[APPLIED_KEY] = applied
-            self._apply(item, ident, applied)
+            self._apply(item, ident, applied, names)
             key = str(file.resolved_path) if file is not None else "(unlisted files)"
-            self.summary.modes[applied.curated] += 1
-            self.summary.per_file.setdefault(key, Counter())[applied.curated] += 1
+            label = applied.curated
+            self.summary.modes[label] += 1
+            per_file = self.summary.per_file.get(key)
+            if per_file is None:
+                per_file = self.summary.per_file[key] = Counter()
+            per_file[label] += 1
             if file is not None:
                 seen.setdefault(file.resolved_path, set()).add(generic)
 
-    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied) -> None:
+    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied, marks: list[str]) -> None:
         if applied.mode != "mandatory_success":
             item.add_marker(self._mark(applied.mode, applied.reason))
-        for name in marks_for(ident):
+        for name in marks:
             item.add_marker(self._mark(name, ""))
         if self._junit:
             item.user_properties.extend(junit_properties(ident, applied))
+
+    def _register_marks(self, names: set[str]) -> None:
+        # --strict-markers rejects unregistered marks. All at once: pytest re-reads every
+        # registered line when it meets an unknown mark name, so one at a time is quadratic
+        # (a file over op_db has a thousand op__ marks).
+        for name in sorted(names):
+            if (name, "") not in self._marks:
+                self.config.addinivalue_line("markers", f"{name}: added by testcurator at collection")
+        for name in sorted(names):
+            self._mark(name, "")
 
     def _mark(self, name: str, reason: str) -> pytest.MarkDecorator:
         # Built once per (name, reason): 20k items share a few dozen distinct marks, and
@@ -164,11 +181,9 @@ class CuratePlugin:
         if key not in self._marks:
             if name == "skip":
                 self._marks[key] = pytest.mark.skip(reason=reason)
-            elif name in ("xfail", "xfail_strict"):
+            elif name in XFAIL_MODES:
                 self._marks[key] = pytest.mark.xfail(reason=reason, strict=name == "xfail_strict")
-            else:
-                # --strict-markers rejects unregistered marks: register each dynamic one once.
-                self.config.addinivalue_line("markers", f"{name}: added by testcurator at collection")
+            else:  # registered by _register_marks
                 self._marks[key] = getattr(pytest.mark, name)
         return self._marks[key]
 
@@ -212,12 +227,13 @@ def _error_line(text: str) -> str:
 
 
 def marks_for(ident: TestIdentity) -> list[str]:
-    """``op__<name>``, ``dtype__<name>``, ``module__<name>`` for one identity."""
+    """``op__<name>``, ``dtype__<name>`` (each dtype), ``module__<name>`` for one identity."""
     marks = []
     if ident.op is not None:
         marks.append(f"op__{ident.op_formatted}")
-    if ident.dtype is not None:
-        marks.append(f"dtype__{ident.dtype}")
+    # One mark per member of a dtype pair, so ``-m dtype__complex64`` selects every instance
+    # that runs complex64.
+    marks.extend(f"dtype__{d}" for d in dict.fromkeys(ident.dtypes))
     if ident.module is not None:
         marks.append(f"module__{ident.module.replace('.', '_')}")
     return marks
@@ -244,7 +260,8 @@ def add_included_dtypes(cls: type, file: ResolvedFile) -> int:
     present = {(i.generic, i.op_formatted, i.module, i.params, i.dtype) for i in existing.values()}
     added = 0
     for attr, ident in sorted(existing.items()):
-        if ident.generic not in wanted or ident.dtype is None or not attr.endswith(f"_{ident.dtype}"):
+        # A dtype pair's instances have no single dtype to swap for another: not extended.
+        if ident.generic not in wanted or len(ident.dtypes) != 1 or not attr.endswith(f"_{ident.dtype}"):
             continue
         for dtype in wanted[ident.generic]:
             key = (ident.generic, ident.op_formatted, ident.module, ident.params, dtype)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from testcurator.files import atomic_write_text
 from testcurator.runner.records import TestRecord, counts
-from testcurator.vocab import TestKey
+from testcurator.vocab import FAILING, NOT_RUN, TestKey
 
 # XML 1.0 forbids most control characters; tracebacks with ANSI colours carry them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -44,14 +44,14 @@ def _testcase(record: TestRecord) -> ET.Element:
         value = getattr(record, key)
         if value is not None:
             ET.SubElement(props, "property", name=f"curate_{key}", value=_clean(str(value)))
-    if record.outcome in ("failed", "crashed", "timeout"):
+    if record.outcome in FAILING and record.outcome != "error":  # an error has its own element
         child = ET.SubElement(case, "failure", message=_clean(record.evidence or record.outcome),
                               type=record.failure_class or record.outcome)
         child.text = _clean(record.failure_text or "")
     elif record.outcome == "error":
         child = ET.SubElement(case, "error", message=_clean(record.evidence or "error"), type=record.failure_class or "error")
         child.text = _clean(record.failure_text or "")
-    elif record.outcome in ("skipped", "xfailed"):
+    elif record.outcome in NOT_RUN:
         ET.SubElement(case, "skipped", message=_clean((record.failure_text or record.outcome)[:500]),
                       type="pytest.xfail" if record.outcome == "xfailed" else "pytest.skip")
     return case

@@ -13,7 +13,8 @@ from typing import Protocol
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-_SHOWN = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "crashed", "timeout")
+from testcurator.vocab import OUTCOMES
+
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "crashed": "magenta", "timeout": "magenta"}
 
 
@@ -31,7 +32,7 @@ class ProgressSink(Protocol):
 
 def format_counts(counts: Mapping[str, int], *, markup: bool = False) -> str:
     parts = []
-    for key in _SHOWN:
+    for key in OUTCOMES:
         if counts.get(key):
             text = f"{counts[key]} {key}"
             style = _STYLE.get(key)

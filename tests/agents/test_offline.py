@@ -14,7 +14,7 @@ from testcurator.agents.brain import (
     BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord, RefineRequest, ScopeRequest,
     SimilarTest, make_brain,
 )
-from testcurator.agents.decision import Decision, to_json
+from testcurator.agents.decision import CONFIG_BRAIN, Decision, to_json
 from testcurator.agents.offline import OfflineBrain
 from testcurator.agents.offline_rules import RULES_HASH, parse_preferences
 
@@ -177,6 +177,13 @@ BUCKET_CASES = [
      "needs the quantized hook"),
     (PLAIN, breq(source="n = torch.nested.nested_tensor([a, b])\n"), "skip", (), (), False, "nested hook"),
     (PLAIN, breq(source="x = torch.randn(3, dtype=torch.cfloat)\n"), "skip", (), (), False, "complex hook"),
+    # Another device's dtype list (issue 9: @dtypesIfMPS(... cfloat ...) read as "needs complex")
+    (PLAIN, breq(decorators=("@dtypesIfMPS(*all_mps_types_and(torch.cfloat, torch.bool))", "@dtypes(torch.float32)"),
+                 source="@dtypesIfMPS(*all_mps_types_and(torch.cfloat,\n    torch.bool))\n@dtypes(torch.float32)\n"
+                        "def test_a(self, device, dtype):\n    pass\n", aten_ops=("aten::add.Tensor",)),
+     "mandatory_success", (), (), False, "Mandatory"),
+    (PLAIN, breq(decorators=("@dtypesIfPRIVATEUSE1(torch.cfloat)", "@dtypes(torch.float32)")), "skip", (), (), False,
+     "complex hook"),
     (PLAIN, breq(source="import torch.distributed as dist\n"), "skip", (), (), False, "distributed hook"),
     (BACKEND, breq(decorators=("@deviceCountAtLeast(2)",)), "skip", (), (), False, "needs multi_device"),
     (BACKEND, breq(aten_ops=("aten::add.Tensor", "aten::cumsum.out")), "skip", (), (), False,
@@ -262,6 +269,12 @@ INFRA = rec("test_zeros_curatedev", "error", "error", cls="infrastructure", msg=
 SKIPPED = rec("test_zeros_curatedev", "skipped", msg=MSG_SKIP)
 XPASS = rec("test_zeros_curatedev", "xpassed", "xpassed")
 XFAILED = rec("test_zeros_curatedev", "xfailed", cls="unsupported_op", msg=MSG_OP)
+PAIR_64_F32 = rec("test_set_curatedev_complex64_float32", "passed", dtype="complex64_float32")
+PAIR_64_BOOL = rec("test_set_curatedev_complex64_bool", "passed", dtype="complex64_bool")
+PAIR_128_F32 = rec("test_set_curatedev_complex128_float32", "failed", "failed", dtype="complex128_float32",
+                   cls="unsupported_dtype", msg=MSG_DTYPE)
+PAIR_128_BOOL = rec("test_set_curatedev_complex128_bool", "failed", "failed", dtype="complex128_bool",
+                    cls="unsupported_dtype", msg=MSG_DTYPE)
 
 REFINE_CASES = [
     # (request, previous mode, records) -> (mode, exclude_dtypes, exclude_ops, needs_review, missing, fragment)
@@ -291,9 +304,12 @@ REFINE_CASES = [
      ("a rerun free of infrastructure errors",), "infrastructure error (`OSError: [Errno 98]"),
     (PLAIN_TEST, "xfail_strict", (INFRA,), "xfail_strict", (), (), True, ("a rerun free of infrastructure errors",),
      "Xfail strict kept"),
-    (PLAIN_TEST, "xfail", (P_PLAIN,), "xfail", (), (), True, ("promotion proposed: passes consistently",),
-     "promotion is proposed"),
-    (PLAIN_TEST, "xfail", (XPASS,), "xfail", (), (), True, ("promotion proposed: passes consistently",), "proposed"),
+    # A brain's xfail that every variant disproves is promoted (issue 9: it stayed xfail).
+    (PLAIN_TEST, "xfail", (P_PLAIN,), "mandatory_success", (), (), False, (), "promoted from xfail"),
+    (PLAIN_TEST, "xfail", (XPASS,), "mandatory_success", (), (), False, (), "promoted from xfail"),
+    # Dtype pairs (@dtypes(*product(...))): the member every failing variant has separates them.
+    (OPS_TEST, "mandatory_success", (PAIR_64_F32, PAIR_64_BOOL, PAIR_128_F32, PAIR_128_BOOL), "mandatory_success",
+     ("complex128",), (), False, (), "dtypes complex128 excluded"),
     (PLAIN_TEST, "xfail_strict", (P_PLAIN,), "mandatory_success", (), (), False, (), "promoted from xfail_strict"),
     (PLAIN_TEST, "mandatory_success", (P_PLAIN,), "mandatory_success", (), (), False, (), "confirmed on the device"),
     (PLAIN_TEST, "mandatory_success", (SKIPPED,), "skip", (), (), False, (),
@@ -319,6 +335,13 @@ def test_refine_rules(request_: BucketRequest, before: str, records: tuple[Execu
     assert (record.needs_review, record.missing) == (review, missing)
     assert fragment in record.reason, record.reason
     assert record.brain == "offline" and record.evidence
+
+
+def test_refine_only_proposes_promoting_a_decision_from_the_config() -> None:
+    """A config's xfail may be a person's: passing variants propose, they do not promote."""
+    earlier = replace(prev(PLAIN_TEST, "xfail"), brain=CONFIG_BRAIN)
+    [record] = brain().refine([RefineRequest(PLAIN_TEST, earlier, (P_PLAIN,))], ctx())
+    assert (record.mode, record.needs_review, record.missing) == ("xfail", True, ("promotion proposed: passes consistently",))
 
 
 def test_refine_without_records_keeps_previous_verbatim() -> None:

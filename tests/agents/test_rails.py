@@ -60,12 +60,22 @@ PASS_F32 = ExecutionRecord("test_dtypes_dev_float32", ("passed", "passed"), dtyp
 PASS_BF16 = ExecutionRecord("test_dtypes_dev_bfloat16", ("passed",), dtype="bfloat16")
 FLAKY = ExecutionRecord("test_dtypes_dev_float32", ("failed", "passed"), dtype="float32")
 INFRA = ExecutionRecord("test_dtypes_dev_float32", ("error",), dtype="float32", failure_class="infrastructure")
+CRASHED = ExecutionRecord("test_dtypes_dev_float32", ("crashed", "crashed"), dtype="float32", failure_class="crash")
+TIMEOUT = ExecutionRecord("test_dtypes_dev_float32", ("timeout",), dtype="float32", failure_class="timeout")
+FAIL_PAIR = ExecutionRecord("test_dtypes_dev_float64_float32", ("failed",), dtype="float64_float32",
+                            failure_class="unsupported_dtype")
 
 
 @pytest.mark.parametrize(("mode", "records", "exclude", "violates"), [
     ("mandatory_success", (FAIL_F32,), (), True),
     ("mandatory_success", (FAIL_F32, PASS_BF16), ("float32",), False),
     ("mandatory_success", (FLAKY,), (), False),
+    # issue 9: a variant that crashed or hung on every attempt is no success either
+    ("mandatory_success", (CRASHED, PASS_BF16), (), True),
+    ("mandatory_success", (TIMEOUT,), (), True),
+    # excluding one member of a dtype pair removes the pair's variants
+    ("mandatory_success", (FAIL_PAIR, PASS_BF16), ("float64",), False),
+    ("mandatory_success", (FAIL_PAIR, PASS_BF16), ("bfloat16",), True),
     ("mandatory_success", (INFRA,), (), False),
     ("xfail_strict", (PASS_F32, PASS_BF16), (), True),
     ("xfail_strict", (PASS_F32, FAIL_F32), (), False),

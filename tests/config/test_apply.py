@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testcurator.config.apply import decide, split_dtypes
+from testcurator.config.apply import decide
 from testcurator.config.loader import load_config
 from testcurator.names import TestIdentity
 
@@ -71,6 +71,9 @@ def ident(test: str, dtype: str | None = None, op: str | None = None, variant: s
         ("test_a.py", TestIdentity("", "test_function"), "skip", "entry", "curated as skip"),
         ("test_b.py", ident("test_x", "int64"), "skip", "unlisted_test", "unlisted_test_mode: skip"),
         ("test_b.py", ident("test_x", "float32"), "skip", "capability", "dtype float32 is not in supported_dtypes"),
+        # dtype pairs (@dtypes(*product(...))): every member counts
+        ("test_b.py", ident("test_x", "int64_float32"), "skip", "capability", "dtype float32 is not in supported_dtypes"),
+        ("test_a.py", ident("test_mod", "float32_float16"), "skip", "edit", "dtype float16 excluded"),
         ("test_z.py", ident("test_x", "float32"), "xfail", "unlisted_file", "file not listed"),
     ],
 )
@@ -79,11 +82,3 @@ def test_decide_table(loaded, file: str, identity: TestIdentity, mode: str, orig
     applied = decide(config, config.file_for(root / file), identity)
     assert (applied.mode, applied.origin) == (mode, origin)
     assert fragment in applied.reason
-
-
-@pytest.mark.parametrize(
-    ("dtype", "parts"),
-    [(None, []), ("float32", ["float32"]), ("float32_int64", ["float32", "int64"]), ("float8_e4m3fn", ["float8_e4m3fn"])],
-)
-def test_split_dtypes(dtype: str | None, parts: list[str]) -> None:
-    assert split_dtypes(dtype) == parts

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.config.editor import ConfigEditor, EntrySpec
+from testcurator.config.editor import COMMENT_WIDTH, ConfigEditor, EntrySpec, comment_lines
 from testcurator.config.loader import load_config
+from testcurator.config.resolve import comment_above
 from testcurator.errors import ConfigError
 
 HUMAN = """\
@@ -155,3 +156,26 @@ def test_dropping_every_entry_leaves_an_empty_list(human: Path) -> None:
     editor.save()  # validated: a bare "tests:" would be rejected here
     cfg = load_config(human, torch_root=human.parent)
     assert cfg.files[0].entries == () and cfg.files[0].raw_path == "test_a.py"
+
+
+LONG_ID = "test/test_ops.py::TestCommonCURATEDEV::test_python_ref_executor__refs_nn_functional_binary_cross_entropy_curatedev_float32"
+READ_BACK = [
+    # identifiers at every position around the wrap width, at several indents
+    f"Xfail strict: {LONG_ID} failed with unsupported_op (`Could not run 'aten::_softmax_backward_data'`).",
+    " ".join(["word"] * 17) + " TestCommonCURATEDEV::test_compare_cpu_nn_functional_relu_curatedev_float32 failed.",
+    "path ${TORCH_ROOT}/test/distributed/fsdp/test-fsdp-hybrid-shard_with-a-long-name.py holds the op "
+    "nn.functional.scaled_dot_product_attention",
+    "first paragraph names aten::addmm.out\nsecond paragraph names TestFoo::test_bar",
+]
+
+
+@pytest.mark.parametrize("reason", READ_BACK)
+@pytest.mark.parametrize("indent", [0, 6, 30])
+def test_wrapping_never_splits_an_identifier_and_reads_back_exactly(reason: str, indent: int) -> None:
+    """Issue 9: a node id came back as "TestCommonCURATEDEV::test _compare_cpu"."""
+    lines = comment_lines(reason, indent)
+    assert all(len(line) <= COMMENT_WIDTH or " " not in line.strip()[2:] for line in lines)
+    words = [w for line in lines for w in line.strip().lstrip("#").split()]
+    assert words == reason.split()
+    assert comment_above([*lines, " " * indent + "- names: [A::test_a]"], len(lines)) == reason
+

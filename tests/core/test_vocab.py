@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from testcurator.vocab import FAILED_EVIDENCE, FAILING, OUTCOMES, TestKey, join_name, op_matches, split_name
+from testcurator.vocab import FAILED_EVIDENCE, FAILING, MODES, OUTCOMES, TestKey, join_name, op_matches, split_name
 
 KEYS = [
     # text, file, cls, test, name, parts
@@ -48,3 +51,31 @@ def test_outcome_sets_are_made_of_outcomes() -> None:
 ])
 def test_op_matches(op: str, entry: str, covered: bool) -> None:
     assert op_matches(op, entry) is covered
+
+
+def _spelled_sets(path: Path) -> list[str]:
+    """Literal collections (and ``Literal[...]``) of two or more outcome or mode words."""
+    words = set(OUTCOMES) | set(MODES)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        elts = getattr(node, "elts", None)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple):
+            elts = node.slice.elts
+        if not elts:
+            continue
+        strings = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(strings) == len(elts) and len(words.intersection(strings)) >= 2:
+            found.append(f"{path.name}:{node.lineno} {strings}")
+    return found
+
+
+def test_no_module_spells_outcome_or_mode_sets_itself() -> None:
+    """Issue 9: the sets drifted apart in four modules; they live in testcurator.vocab only."""
+    import testcurator
+
+    root = Path(testcurator.__file__).resolve().parent.parent
+    packages = ("core", "config", "plugin", "runner", "memory", "agents", "pipelines", "cli")
+    found = [hit for pkg in packages for path in sorted((root / pkg).glob("*.py")) if path.name != "vocab.py"
+             for hit in _spelled_sets(path)]
+    # Variant.status has words of its own (passed | failed | flaky | ...), not outcomes.
+    assert [hit for hit in found if not hit.startswith("offline_refine.py:")] == []

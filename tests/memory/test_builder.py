@@ -82,6 +82,24 @@ def test_instances_on_device(tmp_path: Path, write_file: WriteFile, kwargs: str,
         assert (mem.instances_on(test, "cpu"), mem.instances_on(test, "cuda")) == (cpu, cuda)
 
 
+def test_per_device_dtype_decorators_count_on_their_device_only(tmp_path: Path, write_file: WriteFile) -> None:
+    write_file(tmp_path, "test/test_d.py", """
+        class TestD(TestCase):
+            @dtypesIfCPU(torch.float16, torch.bfloat16, torch.float32, torch.float64)
+            @dtypesIfMPS(torch.cfloat)
+            @dtypesIfPRIVATEUSE1(torch.int8)
+            @dtypes(torch.float32, torch.float64)
+            def test_d(self, device, dtype): pass
+        instantiate_device_type_tests(TestD, globals())
+    """)
+    build(tmp_path, state_dir=tmp_path / "state", embed=False)
+    with Memory.open(tmp_path / "state") as mem:
+        (test,) = mem.test("TestD::test_d")
+        counts = {dev: mem.instances_on(test, dev) for dev in ("cpu", "cuda", "mps", "lazy", "curatedev")}
+        assert counts == {"cpu": 4, "cuda": 2, "mps": 1, "lazy": 2, "curatedev": 1}
+        assert "for dtypes float16, bfloat16, float32, float64 on cpu" in test.summary
+
+
 def test_parallel_build_matches_serial(torch_tree: Path, tmp_path: Path) -> None:
     serial = build(torch_tree, state_dir=tmp_path / "serial", embed=False, jobs=1)
     parallel = build(torch_tree, state_dir=tmp_path / "parallel", embed=False, jobs=2)

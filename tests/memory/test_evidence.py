@@ -36,6 +36,14 @@ def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
     assert len(out.instances) == 2
 
 
+def test_gather_lists_each_member_of_a_dtype_pair() -> None:
+    """Rails and bucket rules read evidence dtypes one by one: a pair is two dtypes."""
+    pair = OpRecord("test/test_view_ops.py::TestViewOpsCPU::test_set_cpu_complex64_float32", "TestViewOps::test_set",
+                    "static", "cpu", "complex64_float32")
+    [evidence] = gather([pair]).values()
+    assert evidence.dtypes == ("complex64", "float32")
+
+
 def test_write_then_read_round_trips_and_keeps_the_file_format(tmp_path: Path) -> None:
     path = write_evidence(tmp_path / "evidence.json", gather(RECORDS))
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -71,6 +71,7 @@ def test_normalize_op(name: str, normalized: str, base: str) -> None:
         ("aten.add.Tensor", None, {("test_fn_add_cpu_float32", "captured"), ("test_fn_add_cpu_float16", "captured")}),
         ("aten::add_", None, {("test_sum_cpu", "captured")}),
         ("abs", None, {("test_fn_abs_cpu_float16", "captured")}),
+
         ("add", "float32", {("test_fn_add_cpu_float32", "captured"), ("test_fn_add_cpu_float32", "static")}),
         ("aten::mul", None, set()),
     ],
@@ -78,6 +79,18 @@ def test_normalize_op(name: str, normalized: str, base: str) -> None:
 def test_tests_for(opmap: OpMap, query: str, dtype: str | None, expected: set[tuple[str, str]]) -> None:
     hits = opmap.tests_for(query, dtype=dtype)
     assert {(h.nodeid.rsplit("::", 1)[1], h.source) for h in hits} == expected
+
+
+def test_a_dtype_pair_instance_is_an_instance_of_each_member(tmp_path: Path) -> None:
+    pair = rec("t.py::TestBarCPU::test_set_cpu_complex64_float16", "TestBar::test_set", "complex64_float16", ("aten::abs",))
+    m = OpMap(tmp_path / "state")
+    m.ingest(write_jsonl(tmp_path / "ops.jsonl", [*RECORDS, pair]))
+    try:
+        assert {h.nodeid for h in m.tests_for("aten::abs", dtype="complex64")} == {pair.nodeid}
+        assert pair.nodeid in {h.nodeid for h in m.tests_for("aten::abs", dtype="float16")}
+        assert m.tests_for("aten::abs", dtype="float32") == []
+    finally:
+        m.close()
 
 
 def test_hit_carries_identity_and_matching_overloads(opmap: OpMap) -> None:

@@ -211,3 +211,28 @@ def test_execute_keeps_what_passes(kit: ModuleType, setup: tuple[Path, Path], mo
     assert len(runs) == 1
     records = [json.loads(line) for line in runs[0].read_text(encoding="utf-8").splitlines() if line.strip()]
     assert {r["outcome"] for r in records if "_matmul_" in r["nodeid"] and "out_argument" in r["nodeid"]} == {"passed"}
+
+
+def test_enable_op_reads_a_wrapped_reason_back_whole(tmp_path: Path) -> None:
+    """Issue 9: a node id in a reason came back split at the wrap ("...CURATEDEV::test _compare_cpu")."""
+    from testcurator.config.editor import ConfigEditor, EntrySpec
+    from testcurator.pipelines.enable_op import EnableOptions, enable_op
+
+    long_id = f"{OPS}::TestCommonCURATEDEV::test_python_ref_executor__refs_nn_functional_binary_cross_entropy_curatedev_float32"
+    reason = f"Xfail strict: {long_id} failed with unsupported_op (`Could not run 'aten::dot' with arguments`)."
+    configs, state = tmp_path / "configs", tmp_path / "state"
+    editor = ConfigEditor.new(configs / "test" / "test_ops.yaml")
+    editor.update(f"${{TORCH_ROOT}}/{OPS}", [EntrySpec(("TestCommon::test_out_argument",), "xfail_strict", reason)],
+                  unlisted_test_mode="skip")
+    editor.save()
+    capture = tmp_path / "ops.jsonl"
+    capture.write_text(json.dumps({"nodeid": f"{OPS}::TestCommonCPU::test_out_argument_add_cpu_float32",
+                                   "generic": "TestCommon::test_out_argument", "source": "captured",
+                                   "aten": ["aten::dot"]}) + "\n", encoding="utf-8")
+    opmap = OpMap(state)
+    opmap.ingest(capture)
+    opmap.close()
+    result = enable_op(EnableOptions("aten::dot", configs, state, torch_root=TREE, dry_run=True), lambda m: None)
+    [admitted] = result.admitted
+    assert admitted.spec is not None and admitted.spec.reason is not None
+    assert admitted.spec.reason.endswith(f"Before: {reason}")

@@ -274,3 +274,19 @@ def test_cli_import_skiplist_end_to_end(skip_list: Path, torch_root: Path, tmp_p
     assert [m["file"] for m in json.loads(rep.read_text())["missing_files"]] == ["test/test_gone.py", "test/test_other.py"]
     assert main(["validate", str(out), "--torch-root", str(torch_root)]) == 0
     assert main(args) == 2  # exists, no --force
+
+
+def _pair(first: str, second: str) -> CollectedTest:
+    name = f"test_set_cpu_{first}_{second}"
+    return CollectedTest(f"t.py::TestXCPU::{name}", "t.py", "TestXCPU", name, "TestX::test_set", "cpu",
+                         f"{first}_{second}", None, None, ())
+
+
+def test_exclusion_edit_names_the_shared_member_of_dtype_pairs() -> None:
+    """A skip list naming every complex128 pair instance becomes one dtype exclusion."""
+    from testcurator.pipelines.importers import exclusion_edit
+
+    instances = [_pair(a, b) for a in ("complex64", "complex128") for b in ("float32", "bool")]
+    matched = {t.nodeid for t in instances if t.dtype.startswith("complex128")}
+    assert exclusion_edit(instances, matched) == {"dtypes": {"exclude": [{"name": "complex128"}]}}
+    assert exclusion_edit(instances, {instances[0].nodeid}) is None  # no dtype says "this pair only"

@@ -222,3 +222,63 @@ def test_xdist_gives_same_outcomes(generic_file: pytest.Pytester) -> None:
     assert serial.parseoutcomes() == parallel.parseoutcomes()
     assert serial.parseoutcomes()["passed"] == 18
     parallel.stdout.fnmatch_lines(["*19 tests curated: mandatory_success 18, xfail_strict 1*"])
+
+
+PAIRS = '''
+import operator
+from itertools import product
+
+import pytest
+import torch
+from torch.testing._internal.common_utils import TestCase, parametrize
+from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes
+
+
+class TestFoo(TestCase):
+    @dtypes(*product((torch.complex64, torch.float32), (torch.float32, torch.int64)))
+    def test_pair(self, device, dtypes):
+        pass
+
+    @parametrize("op", [operator.add, operator.sub], name_fn=lambda f: f.__name__)
+    def test_plain_op(self, device, op):
+        pass
+
+instantiate_device_type_tests(TestFoo, globals(), only_for="cpu")
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_module_level(k):
+    pass
+'''
+
+
+def test_dtype_pairs_meet_capabilities_edits_and_marks(pytester: pytest.Pytester) -> None:
+    """Each member of a dtype pair is a dtype the config's rules see (issue 9: complex64
+    instances of a pair test ran though complex64 was not declared)."""
+    pytester.makepyfile(test_foo=PAIRS)
+    tests = """
+        - names: [TestFoo::test_pair, TestFoo::test_plain_op]
+          mode: mandatory_success
+          edits:
+            dtypes:
+              exclude: [{name: int64}]
+        - names: [test_module_level]
+          mode: xfail
+    """
+    extra = "  global:\n    supported_dtypes: [{name: float32}, {name: int64}]\n    supported_ops: [{name: add}]\n"
+    result = run(pytester, tests, "--strict-markers", unlisted="skip", extra=extra)
+    assert outcomes(result) == {
+        "TestFooCPU::test_pair_cpu_float32_float32": "PASSED",
+        "TestFooCPU::test_plain_op_add_cpu": "PASSED",
+        "TestFooCPU::test_plain_op_sub_cpu": "PASSED",  # a plain "op" parameter is not an OpInfo
+        "test_module_level[1]": "XPASS",  # a module-level function, both parameters
+        "test_module_level[2]": "XPASS",
+    }
+    text = result.stdout.str()
+    assert "dtype complex64 is not in supported_dtypes" in text
+    assert "dtype int64 excluded by edits" in text
+    marked = run(pytester, tests, "--strict-markers", "-m", "dtype__complex64", "--collect-only", "-q", extra=extra)
+    assert sorted(line for line in marked.outlines if "::" in line) == [
+        "test_foo.py::TestFooCPU::test_pair_cpu_complex64_float32",
+        "test_foo.py::TestFooCPU::test_pair_cpu_complex64_int64",
+    ]
