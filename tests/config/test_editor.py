@@ -155,3 +155,24 @@ def test_dropping_every_entry_leaves_an_empty_list(human: Path) -> None:
     editor.save()  # validated: a bare "tests:" would be rejected here
     cfg = load_config(human, torch_root=human.parent)
     assert cfg.files[0].entries == () and cfg.files[0].raw_path == "test_a.py"
+
+
+def test_update_parses_the_config_once_per_state_of_its_text(human: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An upgrade's emit edits large configs: re-parsing the whole text for every lookup
+    # (five round-trip parses per update) was most of its time.
+    import testcurator.config.editor as editor_module
+
+    loads: list[int] = []
+    real = editor_module.YAML
+
+    class CountingYAML(real):  # type: ignore[misc,valid-type]
+        def load(self, stream: object) -> object:
+            loads.append(1)
+            return super().load(stream)
+
+    monkeypatch.setattr(editor_module, "YAML", CountingYAML)
+    editor = ConfigEditor.open(human)
+    editor.update("test_a.py", [EntrySpec(("TestA::test_four",), "xfail_strict", "fails")])
+    assert len(loads) <= 2  # the text before the edit, and after it
+    assert editor.save()
+    assert reasons(human)["TestA::test_four"] == ("xfail_strict", "fails")
