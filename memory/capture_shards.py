@@ -57,7 +57,11 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         shutil.rmtree(job.work)  # a retried shard starts over
     job.work.mkdir(parents=True)
     part, events = job.work / "captured.jsonl", job.work / "events.jsonl"
-    cmd = pytest_argv("-q", f"--curate-capture-ops={part}", f"--curate-timeout={job.timeout}", f"--curate-events={events}")
+    # --tb=no: a capture keeps outcomes, not failure texts, and on a generated PyTorch-size
+    # tree (most tests failing) formatting and printing tracebacks was most of the pytest's
+    # time: 2x the CPU of a run, and minutes of printing after its last test.
+    cmd = pytest_argv("-q", "--tb=no", f"--curate-capture-ops={part}", f"--curate-timeout={job.timeout}",
+                      f"--curate-events={events}")
     if job.workers > 1:
         cmd += ["-n", str(job.workers)]
     argsfile = job.work / "targets.args"
