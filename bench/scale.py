@@ -21,6 +21,12 @@ size to the largest against how the tree grew. The memory stage is split into it
 The goal (issue 11): everything after the capture's tests is linear and under a minute at
 1,000 files / >= 100,000 instances, and the whole run under 20 minutes on 2 cores.
 ``--profile`` prints the driver's own hottest functions (cProfile; subprocesses excluded).
+
+``--replay 10000,100000``: the steps after the capture's tests alone, at those sizes, on
+the real output of the largest size's capture (event log, capture lines, static map)
+copied under other folder names up to N instances: the same functions as the pipeline
+(capture_shards.shard_output, the durations store, the op map ingest, the evidence),
+without running N tests. This is how to see those steps at PyTorch size on a busy machine.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from testcurator.memory import capture_shards, stage
 from testcurator.pipelines import nightly
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.run import run_nightly
+from testcurator.runner.durations import DurationStore
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 STEPS = ("scope", "memory (all)", "index", "static map", "capture: tests", "capture: after tests", "op map ingest", "evidence",
@@ -189,8 +196,57 @@ def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(20)
         print(out.getvalue())
+    run_dir = next(p for p in (state / "runs").iterdir() if p.is_dir())
     return {"files": n_files, "tests": n_tests, "instances": _instances(state), "total": total, "wall": meter.wall,
-            "driver": meter.driver, "child": meter.child}
+            "driver": meter.driver, "child": meter.child, "run_dir": run_dir}
+
+
+def _copies(src: Path, dst: Path, copies: int) -> None:
+    """``src``'s lines ``copies`` times, node ids moved under ``test/cK/`` for copy K."""
+    with src.open(encoding="utf-8") as fh:
+        lines = fh.readlines()
+    with dst.open("w", encoding="utf-8") as out:
+        for k in range(copies):
+            out.writelines(line.replace('"test/', f'"test/c{k}/') for line in lines)
+
+
+def replay(run_dir: Path, base_instances: int, sizes: list[int], work: Path) -> None:
+    import resource
+
+    shard = next((run_dir / "capture").iterdir())
+    print(f"\nafter the capture's tests, replayed from {base_instances} captured instances (driver only):")
+    print(f"  {'instances':>9s} {'fold+read':>9s} {'durations':>9s} {'ingest':>7s} {'evidence':>8s} {'total':>7s} "
+          f"{'per inst':>9s} {'peak MB':>8s}")
+    for size in sizes:
+        copies = max(1, round(size / base_instances))
+        folder = work / f"replay-{size}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, src in (("events.jsonl", shard / "events.jsonl"), ("captured.jsonl", shard / "captured.jsonl"),
+                          ("static.jsonl", run_dir / "static.jsonl")):
+            _copies(src, folder / name, copies)
+        state = folder / "state"
+        times = []
+        start = time.perf_counter()
+        output = capture_shards.shard_output([folder / "captured.jsonl"], folder / "events.jsonl")
+        (folder / "all.jsonl").write_text(output.captured, encoding="utf-8")
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        with DurationStore(state) as store:
+            store.record(output.records, "capture")
+        times.append(time.perf_counter() - start)
+        del output
+        start = time.perf_counter()
+        stage._ingest(state, [folder / "static.jsonl", folder / "all.jsonl"])
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        stage.write_evidence(folder / "evidence.json", stage.gather(stage.read_capture([folder / "static.jsonl",
+                                                                                         folder / "all.jsonl"])))
+        times.append(time.perf_counter() - start)
+        n = base_instances * copies
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(f"  {n:9d} " + " ".join(f"{t:9.1f}" if i == 0 else f"{t:{(9, 7, 8)[i - 1]}.1f}" for i, t in enumerate(times))
+              + f" {sum(times):7.1f} {sum(times) / n * 1e3:7.2f}ms {_mb(peak):>8s}", flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _mb(n: int) -> str:
@@ -228,6 +284,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--executor", default="local")
     ap.add_argument("--profile", action="store_true", help="cProfile the driver (not its subprocesses)")
+    ap.add_argument("--replay", default="", help="instance counts to replay the steps after the tests at")
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir, removed)")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -237,10 +294,12 @@ def main() -> None:
             files = max(1, round(args.files * fraction))
             print(f"size {fraction:g}: {files} files", flush=True)
             results.append(run_size(work / f"size-{files}", files, args))
+        report(results)
+        if args.replay:
+            replay(results[-1]["run_dir"], results[-1]["instances"], [int(n) for n in args.replay.split(",")], work)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    report(results)
 
 
 if __name__ == "__main__":

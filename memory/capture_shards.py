@@ -70,6 +70,12 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     parts = sorted(job.work.glob(part.name + "*"))
     if not parts and returncode not in (0, 1, 5):
         raise ExecutionError(f"{job.label} wrote nothing (pytest exit {returncode}); see {job.work / 'capture.log'}")
+    return shard_output(parts, events)
+
+
+def shard_output(parts: Sequence[Path], events: Path) -> CaptureOutput:
+    """What a capture job sends back once its pytest ended: the capture lines, and each
+    test's outcome and duration from the event log (bench/scale.py times this at scale)."""
     fold = EventFold()
     for source, event in EventTail(events).poll():
         fold.feed(source, event)
