@@ -215,8 +215,8 @@ def replay(run_dir: Path, base_instances: int, sizes: list[int], work: Path) -> 
 
     shard = next((run_dir / "capture").iterdir())
     print(f"\nafter the capture's tests, replayed from {base_instances} captured instances (driver only):")
-    print(f"  {'instances':>9s} {'fold+read':>9s} {'durations':>9s} {'ingest':>7s} {'evidence':>8s} {'total':>7s} "
-          f"{'per inst':>9s} {'peak MB':>8s}")
+    print(f"  {'instances':>9s} {'shard out':>9s} {'durations':>9s} {'read':>7s} {'ingest':>7s} {'evidence':>8s} "
+          f"{'total':>7s} {'per inst':>9s} {'peak MB':>8s}")
     for size in sizes:
         copies = max(1, round(size / base_instances))
         folder = work / f"replay-{size}"
@@ -236,15 +236,18 @@ def replay(run_dir: Path, base_instances: int, sizes: list[int], work: Path) -> 
         times.append(time.perf_counter() - start)
         del output
         start = time.perf_counter()
-        stage._ingest(state, [folder / "static.jsonl", folder / "all.jsonl"])
+        records = stage.read_capture([folder / "static.jsonl", folder / "all.jsonl"])
         times.append(time.perf_counter() - start)
         start = time.perf_counter()
-        stage.write_evidence(folder / "evidence.json", stage.gather(stage.read_capture([folder / "static.jsonl",
-                                                                                         folder / "all.jsonl"])))
+        stage._ingest(state, records)
         times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        stage.write_evidence(folder / "evidence.json", stage.gather(records))
+        times.append(time.perf_counter() - start)
+        del records
         n = base_instances * copies
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        print(f"  {n:9d} " + " ".join(f"{t:9.1f}" if i == 0 else f"{t:{(9, 7, 8)[i - 1]}.1f}" for i, t in enumerate(times))
+        print(f"  {n:9d} " + " ".join(f"{t:{w}.1f}" for t, w in zip(times, (9, 9, 7, 7, 8)))
               + f" {sum(times):7.1f} {sum(times) / n * 1e3:7.2f}ms {_mb(peak):>8s}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -18,6 +18,7 @@ a code other than 0/1/5 failed as infrastructure, and is retried by the executor
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pathlib import Path
 from testcurator.errors import ExecutionError
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.durations import DurationStore
-from testcurator.runner.eventlog import EventFold, EventTail
+from testcurator.runner.eventlog import EventTail
 from testcurator.runner.executors import Executor, Job
 from testcurator.runner.records import TestRecord
 from testcurator.sharding import file_of, least_duration
@@ -75,12 +76,39 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
 
 def shard_output(parts: Sequence[Path], events: Path) -> CaptureOutput:
     """What a capture job sends back once its pytest ended: the capture lines, and each
-    test's outcome and duration from the event log (bench/scale.py times this at scale)."""
-    fold = EventFold()
-    for source, event in EventTail(events).poll():
-        fold.feed(source, event)
+    finished test's outcome and duration from the event log (bench/scale.py times this)."""
     captured = "".join(p.read_text(encoding="utf-8") for p in parts)
-    return CaptureOutput(captured, tuple(fold.finished_records().values()))
+    return CaptureOutput(captured, timings(events))
+
+
+def timings(events: Path) -> tuple[TestRecord, ...]:
+    """Outcome (skipped or not is what the durations store needs) and duration of each
+    finished test, from the event logs of one pytest (and its xdist workers).
+
+    Not the runner's EventFold: a capture keeps no failure texts, and classifying them was
+    most of the driver's time after a large capture's tests.
+    """
+    seconds: dict[str, float] = {}
+    outcome: dict[str, str] = {}
+    device: dict[str, str | None] = {}
+    finished: list[str] = []
+    for path in EventTail(events).files():
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.endswith("\n"):
+                    break  # a line cut by the process dying
+                event = json.loads(line)
+                kind, nodeid = event.get("event"), event.get("nodeid", "")
+                if kind == "start":
+                    device[nodeid] = (event.get("identity") or {}).get("device")
+                    seconds[nodeid], outcome[nodeid] = 0.0, "passed"
+                elif kind == "report" and nodeid in seconds and event.get("when") != "???":
+                    seconds[nodeid] += float(event.get("duration") or 0.0)
+                    if event.get("outcome") in ("failed", "skipped") and outcome[nodeid] == "passed":
+                        outcome[nodeid] = event["outcome"]
+                elif kind == "finish" and nodeid in seconds:
+                    finished.append(nodeid)
+    return tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in dict.fromkeys(finished))
 
 
 def _weights(targets: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:

@@ -158,6 +158,12 @@ class OpMap:
         self._store(items)
         return len(items)
 
+    def store(self, records: Iterable[OpRecord]) -> int:
+        """Store records read already (one transaction, replaces by node id and source)."""
+        items = list(records)
+        self._store(items)
+        return len(items)
+
     def _store(self, records: list[OpRecord]) -> None:
         # Set-wise, in one transaction (nothing half-ingested): a record replaces the one of
         # the same node id and source (the last of the batch wins), with ids given here so

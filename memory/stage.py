@@ -106,12 +106,10 @@ def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work:
     return out
 
 
-def _ingest(state_dir: Path, paths: Iterable[Path | None]) -> None:
+def _ingest(state_dir: Path, records: Sequence[OpRecord]) -> None:
     opmap = OpMap(state_dir)
     try:
-        for path in paths:
-            if path is not None:
-                opmap.ingest(path)
+        opmap.store(records)
     finally:
         opmap.close()
 
@@ -138,8 +136,9 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
     stats = build(torch_root, list(files), state_dir, embed=embed)
     static = _static_map(torch_root, files, work)
     captured = _captured_map(torch_root, files, state_dir, work, capture, say) if capture is not None else None
-    _ingest(state_dir, (static, captured))
-    write_evidence(work / EVIDENCE, gather(read_capture([static, captured])))
+    records = read_capture([static, captured])  # read once: for the op map and the evidence
+    _ingest(state_dir, records)
+    write_evidence(work / EVIDENCE, gather(records))
     return _figures(stats, captured is not None)
 
 
@@ -219,6 +218,6 @@ def run_delta_memory_stage(torch_root: Path, files: Sequence[str], only: Collect
         source = _static_map(torch_root, touched, work) if touched else None
     records = _in_delta(read_capture([source]), only)
     if records:
-        _ingest(state_dir, [_write_records(work / "delta-ops.jsonl", records)])
+        _ingest(state_dir, records)
     write_evidence(work / EVIDENCE, gather(records))
     return {**_figures(stats, capture is not None), "delta_files": len(touched), "delta_tests": len(only)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from testcurator.memory.capture_shards import plan_targets
@@ -46,3 +48,30 @@ def test_delta_keyword_names_each_delta_test_once() -> None:
     only = {TestKey.parse("test/a.py::TestA::test_x"), TestKey.parse("test/b.py::TestB::test_x"),
             TestKey.parse("test/b.py::test_y")}
     assert delta_keyword(only) == "test_x or test_y"
+
+
+def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_path: Path) -> None:
+    from testcurator.memory.capture_shards import run_capture
+    from testcurator.plugin.oprecord import read_records
+    from testcurator.runner.durations import DurationStore
+    from testcurator.runner.executors import LocalExecutor
+
+    root = tmp_path / "tree"
+    (root / "test").mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test" / "test_a.py").write_text(
+        "import pytest\n\ndef test_pass():\n    assert 1\n\ndef test_fail():\n    assert 0\n\n"
+        "@pytest.mark.skip(reason='off')\ndef test_skip():\n    pass\n")
+    (root / "test" / "test_b.py").write_text("def test_other():\n    assert 1\n")
+    state, out = tmp_path / "state", tmp_path / "captured.jsonl"
+    assert run_capture(root, ["test/test_a.py", "test/test_b.py"], out, tmp_path / "work", state_dir=state,
+                       executor=LocalExecutor(), shards=2)
+    outcomes = {r.nodeid: r.outcome for r in read_records(out) if r is not None}
+    assert outcomes == {"test/test_a.py::test_pass": "passed", "test/test_a.py::test_fail": "failed",
+                        "test/test_a.py::test_skip": "skipped", "test/test_b.py::test_other": "passed"}
+    # each job was given only its own file (it collects nothing else)
+    given = sorted((tmp_path / "work" / d / "targets.args").read_text() for d in ("1-of-2", "2-of-2"))
+    assert given == ["test/test_a.py\n", "test/test_b.py\n"]
+    with DurationStore(state) as store:
+        timed = set(store.known())
+    assert timed == {"test/test_a.py::test_pass", "test/test_a.py::test_fail", "test/test_b.py::test_other"}
