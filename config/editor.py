@@ -159,6 +159,7 @@ class ConfigEditor:
         self.path = path
         self.original = text
         self.text = text
+        self._parsed: tuple[str | None, Any] = (None, None)  # (text, its tree): see _tree
 
     @classmethod
     def open(cls, path: Path) -> ConfigEditor:
@@ -182,7 +183,12 @@ class ConfigEditor:
 
     # --- reading ----------------------------------------------------------------------
     def _tree(self) -> Any:
-        return YAML(typ="rt").load(self.text)
+        # Parsed once per state of the text: one update() reads the tree up to five times,
+        # and a round-trip parse of a large config is most of an upgrade's emit stage.
+        # Callers only read the tree (edits go to self.text), so sharing it is safe.
+        if self._parsed[0] is not self.text:
+            self._parsed = (self.text, YAML(typ="rt").load(self.text))
+        return self._parsed[1]
 
     def _files(self, tree: Any) -> CommentedSeq:
         suite = tree.get("test_suite_config") if isinstance(tree, CommentedMap) else None

@@ -1,10 +1,15 @@
 """The CPU op capture as shards on the run's executor, with each test's duration recorded.
 
 The capture runs the kept tests once on CPU under the op-recording TorchDispatchMode
-(``--curate-capture-ops``). Here it is split like every heavy step: N jobs, each one
-pytest over the same files keeping only its shard (``--curate-shard K/N``, balanced by the
-durations recorded so far), on the local executor or on Ray. A capture shard runs on the
-reference device, so on Ray it asks for CPUs only, not for the backend's device.
+(``--curate-capture-ops``). Here it is split like every heavy step, into N jobs on the
+local executor or on Ray, but the split happens here, before any collection: a capture
+runs every collected instance (no config skips any), so there is nothing the collection
+would tell the split. Each job gets its own targets, balanced by the durations recorded so
+far (:func:`plan_targets`): whole files for a full capture (a job imports and collects
+only its files, instead of every job collecting the whole tree and keeping 1/N), exact
+node ids for a delta (``testcurator upgrade``: only the changed tests' instances, from the
+static map) or whole files with a selection (``extra``). Targets reach pytest through an ``@argsfile`` (no OS argument limit). A
+capture shard runs on the reference device, so on Ray it asks for CPUs only.
 
 Test failures are evidence, not errors, and so is a pytest that dies part way (a test
 that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do its job
@@ -14,6 +19,7 @@ that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do i
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +32,7 @@ from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
 from testcurator.runner.reconcile import pass_fault
 from testcurator.runner.records import TestRecord
-from testcurator.sharding import write_test_durations
+from testcurator.sharding import file_of, least_duration
 
 CAPTURE_TIMEOUT = 120.0
 
@@ -34,11 +40,11 @@ CAPTURE_TIMEOUT = 120.0
 @dataclass(frozen=True)
 class CaptureJob:
     torch_root: Path
-    files: tuple[str, ...]
+    targets: tuple[str, ...]  # files or node ids, relative to torch_root
     work: Path
-    shard: str | None
-    durations: Mapping[str, float]
+    label: str
     workers: int = 1
+    extra: tuple[str, ...] = ()  # more pytest options (a delta's selection)
     timeout: float = CAPTURE_TIMEOUT
 
 
@@ -49,44 +55,108 @@ class CaptureOutput:
 
 
 def capture_shard(job: CaptureJob) -> CaptureOutput:
-    """The job body: one pytest over ``job.files`` on CPU, keeping shard ``job.shard``."""
+    """The job body: one pytest over ``job.targets`` on CPU."""
     if job.work.exists():
         shutil.rmtree(job.work)  # a retried shard starts over
     job.work.mkdir(parents=True)
     part, events = job.work / "captured.jsonl", job.work / "events.jsonl"
     # One upstream file that does not import must not stop the capture of all the others.
-    cmd = pytest_argv("-q", "--continue-on-collection-errors", f"--curate-capture-ops={part}",
+    # --tb=no: a capture keeps outcomes, not failure texts, and on a generated PyTorch-size
+    # tree (most tests failing) formatting and printing tracebacks was most of the pytest's
+    # time: 2x the CPU of a run, and minutes of printing after its last test.
+    cmd = pytest_argv("-q", "--tb=no", "--continue-on-collection-errors", f"--curate-capture-ops={part}",
                       f"--curate-timeout={job.timeout}", f"--curate-events={events}")
     if job.workers > 1:
         cmd += ["-n", str(job.workers)]
-    if job.shard is not None:
-        write_test_durations(job.work / "durations.json", job.durations)
-        cmd += [f"--curate-shard={job.shard}", f"--curate-durations={job.work / 'durations.json'}"]
-    returncode = run_logged([*cmd, *job.files], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
+    argsfile = job.work / "targets.args"
+    argsfile.write_text("".join(f"{t}\n" for t in job.targets), encoding="utf-8")
+    returncode = run_logged([*cmd, *job.extra, f"@{argsfile}"], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
     parts = sorted(job.work.glob(part.name + "*"))
     fold = EventFold()
     for source, event in EventTail(events).poll():
         fold.feed(source, event)
     fault = pass_fault(returncode, fold, job.work / "capture.log")
-    if fault is not None:
-        raise ExecutionError(f"op capture {job.shard or ''}: {fault}")
+    if fault is not None:  # pytest itself failing is not evidence of anything
+        raise ExecutionError(f"{job.label}: {fault}")
+    return shard_output(parts, events)
+
+
+def shard_output(parts: Sequence[Path], events: Path) -> CaptureOutput:
+    """What a capture job sends back once its pytest ended: the capture lines, and each
+    finished test's outcome and duration from the event log (bench/scale.py times this)."""
     captured = "".join(p.read_text(encoding="utf-8") for p in parts)
-    return CaptureOutput(captured, tuple(fold.finished_records().values()))
+    return CaptureOutput(captured, timings(events))
+
+
+def timings(events: Path) -> tuple[TestRecord, ...]:
+    """Outcome (skipped or not is what the durations store needs) and duration of each
+    finished test, from the event logs of one pytest (and its xdist workers).
+
+    Not the runner's EventFold: a capture keeps no failure texts, and classifying them was
+    most of the driver's time after a large capture's tests.
+    """
+    seconds: dict[str, float] = {}
+    outcome: dict[str, str] = {}
+    device: dict[str, str | None] = {}
+    finished: list[str] = []
+    for path in EventTail(events).files():
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.endswith("\n"):
+                    break  # a line cut by the process dying
+                event = json.loads(line)
+                kind, nodeid = event.get("event"), event.get("nodeid", "")
+                if kind == "start":
+                    device[nodeid] = (event.get("identity") or {}).get("device")
+                    seconds[nodeid], outcome[nodeid] = 0.0, "passed"
+                elif kind == "report" and nodeid in seconds and event.get("when") != "???":
+                    seconds[nodeid] += float(event.get("duration") or 0.0)
+                    if event.get("outcome") in ("failed", "skipped") and outcome[nodeid] == "passed":
+                        outcome[nodeid] = event["outcome"]
+                elif kind == "finish" and nodeid in seconds:
+                    finished.append(nodeid)
+    return tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in dict.fromkeys(finished))
+
+
+def _weights(targets: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:
+    """Expected seconds per target: a node id's own duration, a file's total; an unknown
+    one weighs the median of the known ones of its kind (never zero)."""
+    per_file: dict[str, float] = {}
+    for nodeid, seconds in known.items():
+        per_file[file_of(nodeid)] = per_file.get(file_of(nodeid), 0.0) + seconds
+    own = {t: (known.get(t) if "::" in t else per_file.get(t)) for t in targets}
+    out: dict[str, float] = {}
+    for is_node in (True, False):
+        kind = [t for t in targets if ("::" in t) == is_node]
+        values = sorted(v for t in kind if (v := own[t]) is not None)
+        fallback = values[len(values) // 2] if values else 1.0
+        out.update({t: max(own[t] or fallback, 0.001) for t in kind})
+    return out
+
+
+def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int) -> list[tuple[str, ...]]:
+    """At most ``shards`` non-empty lists of ``targets`` (files or node ids), balanced by
+    expected duration with pytest-split's least_duration; deterministic, in the given order."""
+    unique = list(dict.fromkeys(targets))
+    groups, _ = least_duration(unique, _weights(unique, known), max(1, min(shards, len(unique))))
+    return [tuple(unique[i] for i in sorted(g)) for g in groups if g]
 
 
 def run_capture(
-    torch_root: Path, files: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
-    shards: int = 1, workers: int = 1,
+    torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
+    shards: int = 1, workers: int = 1, extra: Sequence[str] = (),
 ) -> bool:
-    """Capture ``files`` into ``out`` (JSON lines); False when nothing was captured.
+    """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
+    nothing was captured. ``extra``: pytest options every job gets.
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
         known = store.known_for("cpu") if shards > 1 else {}
-        jobs = [Job(f"capture shard {k}/{shards}", capture_shard,
-                    CaptureJob(torch_root, tuple(files), work / f"{k}-of-{shards}", f"{k}/{shards}" if shards > 1 else None,
-                               known, workers))
-                for k in range(1, shards + 1)]
+        plan = plan_targets(targets, known, shards)
+        jobs = [Job(label, capture_shard, CaptureJob(torch_root, part, work / f"{k}-of-{len(plan)}", label, workers,
+                                                    tuple(extra)))
+                for k, part in enumerate(plan, start=1)
+                for label in [f"capture shard {k}/{len(plan)}" if len(plan) > 1 else "op capture"]]
         outputs = executor.run(jobs)
         store.record([r for o in outputs for r in o.records], "capture")
     text = "".join(o.captured for o in outputs)

@@ -54,7 +54,9 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
     found: dict[TestKey, dict[str, Any]] = {}
     for rec in records:
         key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
-        entry = found.setdefault(key, {**{name: set() for name in _LISTS}, "cpu": {}})
+        entry = found.get(key)
+        if entry is None:  # not setdefault: its default would be built for every record
+            entry = found[key] = {**{name: set() for name in _LISTS}, "cpu": {}}
         entry["instances"].add(rec.nodeid)
         for name, value in (("ops", rec.op), ("modules", rec.module)):
             if value:

@@ -159,25 +159,31 @@ class OpMap:
         self._store(items)
         return len(items)
 
+    def store(self, records: Iterable[OpRecord]) -> int:
+        """Store records read already (one transaction, replaces by node id and source)."""
+        items = list(records)
+        self._store(items)
+        return len(items)
+
     def _store(self, records: list[OpRecord]) -> None:
-        with self.conn as conn:  # one transaction: nothing half-ingested
-            for r in records:
-                old = conn.execute(
-                    "SELECT id FROM records WHERE node_id=? AND source=?", (r.nodeid, r.source)
-                ).fetchone()
-                if old is not None:
-                    conn.execute("DELETE FROM record_ops WHERE record_id=?", old)
-                    conn.execute("DELETE FROM records WHERE id=?", old)
-                cur = conn.execute(
-                    "INSERT INTO records (node_id, source, generic, device, dtype, op, module,"
-                    " outcome, error) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (r.nodeid, r.source, r.generic, r.device, r.dtype, r.op, r.module,
-                     r.outcome, r.error),
-                )
-                conn.executemany(
-                    "INSERT OR IGNORE INTO record_ops VALUES (?,?,?)",
-                    [(cur.lastrowid, a, op_base(a)) for a in r.aten],
-                )
+        # Set-wise, in one transaction (nothing half-ingested): a record replaces the one of
+        # the same node id and source (the last of the batch wins), with ids given here so
+        # that every statement is one executemany. Row by row (SELECT, DELETE, INSERT per
+        # record) this was most of the memory stage after the capture on a large tree.
+        latest = list({(r.nodeid, r.source): r for r in records}.values())
+        keys = [(r.nodeid, r.source) for r in latest]
+        with self.conn as conn:
+            conn.executemany("DELETE FROM record_ops WHERE record_id = "
+                             "(SELECT id FROM records WHERE node_id=? AND source=?)", keys)
+            conn.executemany("DELETE FROM records WHERE node_id=? AND source=?", keys)
+            first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM records").fetchone()[0]
+            conn.executemany(
+                "INSERT INTO records (id, node_id, source, generic, device, dtype, op, module, outcome, error)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [(first + i, r.nodeid, r.source, r.generic, r.device, r.dtype, r.op, r.module, r.outcome, r.error)
+                 for i, r in enumerate(latest)])
+            conn.executemany("INSERT OR IGNORE INTO record_ops VALUES (?,?,?)",
+                             [(first + i, a, op_base(a)) for i, r in enumerate(latest) for a in r.aten])
 
     # -- reading -------------------------------------------------------------
     def tests_for(self, op: str, dtype: str | None = None) -> list[OpHit]:

@@ -15,8 +15,9 @@ Three sources, each cheap on a rerun:
 
 A delta run (``testcurator upgrade``: ``only`` names the tests to re-evaluate) refreshes the
 index over every kept file (it is incremental, and pruning would drop the files the delta
-does not touch), but collects and captures only the files holding a delta test, in one
-pytest process that runs only the delta tests' instances (a config skips the rest). Records
+does not touch), but collects and captures only the files holding a delta test, through
+the same sharded capture as a full run, running only the delta tests' instances (a
+selection config skips the rest, ``-k`` deselects most of them first). Records
 of other tests are never re-ingested, so the op map keeps what the last full run captured.
 
 Either way the per-test evidence the bucket stage needs is written to ``evidence.json`` in
@@ -40,14 +41,14 @@ from testcurator.config.layout import config_path, raw_path
 from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.memory.builder import BuildStats, build
-from testcurator.memory.capture_shards import CAPTURE_TIMEOUT, run_capture
+from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
-from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pytest_message
+from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
 CAPTURE_FORMAT = "oprecord/2"
@@ -108,16 +109,6 @@ def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
     return [rec for path in present for rec in read_records(path) if rec is not None]
 
 
-def _capture(torch_root: Path, files: Sequence[str], extra: Sequence[str], workers: int, log: Path) -> None:
-    # Test failures are evidence, not errors: the exit code says nothing here.
-    extra = [*extra, *(["-n", str(workers)] if workers > 1 else [])]
-    returncode = run_logged(pytest_argv("-q", "--continue-on-collection-errors", *extra, *files), cwd=torch_root,
-                            env=reference_env(), log=log)
-    if returncode in PYTEST_FAULTS:  # but pytest itself failing is not evidence of anything
-        raise ExecutionError(f"the op capture's pytest {PYTEST_FAULTS[returncode]} (exit {returncode}); see {log}:\n"
-                             + pytest_message(log))
-
-
 def _content_key(torch_root: Path, files: Sequence[str]) -> str:
     import torch
 
@@ -152,12 +143,10 @@ def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work:
     return out
 
 
-def _ingest(state_dir: Path, paths: Iterable[Path | None]) -> None:
+def _ingest(state_dir: Path, records: Sequence[OpRecord]) -> None:
     opmap = OpMap(state_dir)
     try:
-        for path in paths:
-            if path is not None:
-                opmap.ingest(path)
+        opmap.store(records)
     finally:
         opmap.close()
 
@@ -184,8 +173,9 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
     stats = build(torch_root, list(files), state_dir, embed=embed)
     static = _static_map(torch_root, files, work)
     captured = _captured_map(torch_root, files, state_dir, work, capture, say) if capture is not None else None
-    _ingest(state_dir, (static, captured))
-    write_evidence(work / EVIDENCE, gather(read_capture([static, captured])))
+    records = read_capture([static, captured])  # read once: for the op map and the evidence
+    _ingest(state_dir, records)
+    write_evidence(work / EVIDENCE, gather(records))
     # Files that do not import are decided as a whole (pipelines/steps.py), never per test.
     return {**_figures(stats, captured is not None), "import_errors": import_errors(work)}
 
@@ -195,6 +185,13 @@ def delta_files(files: Sequence[str], only: Collection[TestKey]) -> list[str]:
     """The kept files holding a test of the delta ``only``."""
     touched = {key.file for key in only}
     return [f for f in files if f in touched]
+
+
+def delta_keyword(only: Collection[TestKey]) -> str:
+    """A ``-k`` expression keeping the delta's tests: deselecting the rest of the touched
+    files is cheap, skipping them costs a report (and an fsynced start event) per instance.
+    It matches substrings, so it may keep a few more, which the run's config then skips."""
+    return " or ".join(sorted({key.test for key in only}))
 
 
 def _in_delta(records: Iterable[OpRecord], only: Collection[TestKey]) -> list[OpRecord]:
@@ -217,11 +214,15 @@ def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
 
 
 def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[TestKey], state_dir: Path, work: Path,
-                    workers: int) -> Path | None:
+                    run: CaptureRun) -> Path | None:
     """Run the delta tests once on CPU under the capture mode (cached by content and delta).
 
-    One pytest process collects the touched files and runs only the delta's instances (the
-    curate plugin skips the rest), instead of a collect-only pass and a run.
+    Through :func:`run_capture`, like a full capture (sharded by file, timed, on the run's
+    executor), with a selection: a config that runs the delta's tests and skips the rest,
+    and ``-k`` to deselect most of the rest before any report. One pytest per shard
+    collects the touched files and runs only the delta's instances; a separate collection
+    for exact node ids would cost a second import of torch and op_db (most of a small
+    collection's time: bench/upgrade.py), which is more than the selection saves.
     """
     if not files:
         return None
@@ -229,24 +230,16 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
     digest.update("\n".join(sorted(str(key) for key in only)).encode())
     cache = state_dir / "capture" / f"delta-{digest.hexdigest()[:24]}.jsonl"
     if not cache.exists():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".part")
-        extra = [f"--curate-capture-ops={tmp}", f"--curate-timeout={CAPTURE_TIMEOUT}",
-                 "--curate-config", str(_selection_config(work / "capture-config", files, only)),
-                 "--curate-torch-root", str(torch_root),
-                 # -k deselects (cheap) what the config would only skip (a report per test); it
-                 # matches substrings, so it may keep a few more, which the config then skips.
-                 "-k", " or ".join(sorted({key.test for key in only}))]
-        _capture(torch_root, files, extra, workers, work / "capture.log")
-        parts = sorted(tmp.parent.glob(tmp.name + "*"))
-        if not parts:
-            raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture.log'}")
-        records = read_capture(parts)
-        for part in parts:
-            part.unlink()
+        selection = ("--curate-config", str(_selection_config(work / "capture-config", files, only)),
+                     "--curate-torch-root", str(torch_root),
+                     "-k", delta_keyword(only))
+        everything = work / "capture" / "captured-all.jsonl"
+        if not run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,
+                           executor=run.executor, shards=run.shards, workers=run.workers, extra=selection):
+            raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture'}/*/capture.log")
         # Only the delta's own records: the others were skipped and must not replace what
         # the last full run captured for them.
-        _write_records(cache, _in_delta(records, only))
+        _write_records(cache, _in_delta(read_capture([everything]), only))
     out = work / "captured.jsonl"
     shutil.copyfile(cache, out)
     return out
@@ -254,17 +247,15 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
 
 def run_delta_memory_stage(torch_root: Path, files: Sequence[str], only: Collection[TestKey], *, state_dir: Path,
                            work: Path, embed: bool, capture: CaptureRun | None) -> dict[str, Any]:
-    """Memory for a delta run; the figures of :func:`run_memory_stage` plus the delta's size.
-
-    The delta's capture is one local pytest process (it is small by design)."""
+    """Memory for a delta run; the figures of :func:`run_memory_stage` plus the delta's size."""
     stats = build(torch_root, list(files), state_dir, embed=embed)
     touched = delta_files(files, only)
     if capture is not None:
-        source = _captured_delta(torch_root, touched, only, state_dir, work, capture.workers)
+        source = _captured_delta(torch_root, touched, only, state_dir, work, capture)
     else:  # no execution wanted: the collect-only pass gives the instances (static map)
         source = _static_map(torch_root, touched, work) if touched else None
     records = _in_delta(read_capture([source]), only)
     if records:
-        _ingest(state_dir, [_write_records(work / "delta-ops.jsonl", records)])
+        _ingest(state_dir, records)
     write_evidence(work / EVIDENCE, gather(records))
     return {**_figures(stats, capture is not None), "delta_files": len(touched), "delta_tests": len(only)}

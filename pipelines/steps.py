@@ -28,7 +28,7 @@ from testcurator.errors import ExecutionError
 from testcurator.memory.api import Memory
 from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
-from testcurator.memory.stage import EVIDENCE
+from testcurator.memory.stage import EVIDENCE, delta_keyword
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.store import RunStore
@@ -160,9 +160,12 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
     done = store.path(out, "results.jsonl")
     if not done.exists():
+        # A delta run's draft covers only the touched files, and -k leaves out most of their
+        # other tests before collection ends (the config would skip them one report at a time).
+        keep = ("-k", delta_keyword(ctx.only_tests)) if ctx.only_tests else ()
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
-                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
+                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
                         source="draft" if out == "exec" else out)

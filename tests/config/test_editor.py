@@ -179,3 +179,22 @@ def test_wrapping_never_splits_an_identifier_and_reads_back_exactly(reason: str,
     assert words == reason.split()
     assert comment_above([*lines, " " * indent + "- names: [A::test_a]"], len(lines)) == reason
 
+def test_update_parses_the_config_once_per_state_of_its_text(human: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An upgrade's emit edits large configs: re-parsing the whole text for every lookup
+    # (five round-trip parses per update) was most of its time.
+    import testcurator.config.editor as editor_module
+
+    loads: list[int] = []
+    real = editor_module.YAML
+
+    class CountingYAML(real):  # type: ignore[misc,valid-type]
+        def load(self, stream: object) -> object:
+            loads.append(1)
+            return super().load(stream)
+
+    monkeypatch.setattr(editor_module, "YAML", CountingYAML)
+    editor = ConfigEditor.open(human)
+    editor.update("test_a.py", [EntrySpec(("TestA::test_four",), "xfail_strict", "fails")])
+    assert len(loads) <= 2  # the text before the edit, and after it
+    assert editor.save()
+    assert reasons(human)["TestA::test_four"] == ("xfail_strict", "fails")

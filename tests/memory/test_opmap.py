@@ -234,3 +234,14 @@ def test_reading_before_any_ingest_creates_nothing(tmp_path: Path) -> None:
     m = OpMap(tmp_path / "state")
     assert m.tests_for("aten::add") == [] and m.ops_for_test("A::test_b") == []
     assert not (tmp_path / "state").exists()
+
+
+def test_a_batch_naming_one_record_twice_keeps_the_last(tmp_path: Path) -> None:
+    first = rec("t.py::TestBarCPU::test_sum_cpu", "TestBar::test_sum", None, ("aten::sum",))
+    last = rec("t.py::TestBarCPU::test_sum_cpu", "TestBar::test_sum", None, ("aten::mul.Tensor",))
+    m = OpMap(tmp_path)
+    m.ingest(write_jsonl(tmp_path / "twice.jsonl", [first, last, RECORDS[0]]))
+    assert m.tests_for("aten::sum") == []
+    assert [h.nodeid for h in m.tests_for("aten::mul")] == ["t.py::TestBarCPU::test_sum_cpu"]
+    assert m.counts()["captured"] == 2
+    m.close()
