@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
+from testcurator.memory.capability import ProbeEvidence
 from testcurator.vocab import RAILS_FAILED, RAILS_PASSED, op_matches
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ class BucketRequest:
 
     ``ops`` are OpInfo ops the test is parametrized over (``@ops``), ``aten_ops`` the ATen
     ops it called when run under the op-capturing dispatch mode, ``dtypes`` its
-    parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos.
+    parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos. ``probe``: what the
+    device's capability table says about the calls it made (None: not probed).
     """
 
     test: str
@@ -134,6 +136,7 @@ class BucketRequest:
     modules: tuple[str, ...] = ()
     source: str = ""
     similar: tuple[SimilarTest, ...] = ()
+    probe: ProbeEvidence | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ This module needs no torch: queries stay fast from the CLI.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from testcurator.errors import BadInputError, MemoryStoreError, MissingPathError
 from testcurator.plugin.oprecord import SOURCES, OpRecord, capture_parts, read_records
 from testcurator.vocab import TestKey, normalize_op, op_base
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OPS_DB = "ops.sqlite"
 
 # Idempotent and one transaction: two processes creating the same fresh file both succeed,
@@ -44,9 +44,20 @@ CREATE INDEX IF NOT EXISTS record_ops_base ON record_ops (aten_base);
 CREATE INDEX IF NOT EXISTS record_ops_aten ON record_ops (aten);
 CREATE INDEX IF NOT EXISTS records_generic ON records (generic);
 CREATE INDEX IF NOT EXISTS records_op ON records (op);
+{{calls}}
 INSERT INTO schema_version SELECT {SCHEMA_VERSION} WHERE NOT EXISTS (SELECT 1 FROM schema_version);
 COMMIT;
 """
+# Version 2 adds the distinct calls (op + input dtypes) per record and one replayable example
+# per call (the capability probe's input); a version-1 map gains the tables in place.
+_CALLS = """
+CREATE TABLE IF NOT EXISTS record_calls (
+    record_id INTEGER NOT NULL, call TEXT NOT NULL, PRIMARY KEY (record_id, call));
+CREATE INDEX IF NOT EXISTS record_calls_call ON record_calls (call);
+CREATE TABLE IF NOT EXISTS call_examples (call TEXT PRIMARY KEY, example TEXT NOT NULL);
+"""
+_SCHEMA = _SCHEMA.replace("{calls}", _CALLS)
+_MIGRATE_1 = f"BEGIN IMMEDIATE;{_CALLS}UPDATE schema_version SET version = {SCHEMA_VERSION};COMMIT;"
 
 
 def normalize_dtype(dtype: str) -> str:
@@ -111,6 +122,9 @@ class OpMap:
             row = None
             if "schema_version" in tables:
                 row = conn.execute("SELECT version FROM schema_version").fetchone()
+            if row is not None and row[0] == 1:
+                conn.executescript(_MIGRATE_1)
+                row = (SCHEMA_VERSION,)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise self._unusable(f"not a readable SQLite op map ({exc})") from exc
@@ -166,6 +180,7 @@ class OpMap:
                 ).fetchone()
                 if old is not None:
                     conn.execute("DELETE FROM record_ops WHERE record_id=?", old)
+                    conn.execute("DELETE FROM record_calls WHERE record_id=?", old)
                     conn.execute("DELETE FROM records WHERE id=?", old)
                 cur = conn.execute(
                     "INSERT INTO records (node_id, source, generic, device, dtype, op, module,"
@@ -177,6 +192,10 @@ class OpMap:
                     "INSERT OR IGNORE INTO record_ops VALUES (?,?,?)",
                     [(cur.lastrowid, a, op_base(a)) for a in r.aten],
                 )
+                conn.executemany("INSERT OR IGNORE INTO record_calls VALUES (?,?)",
+                                 [(cur.lastrowid, c) for c in r.calls])
+                # The first example stays: any one call of a key is as good as another.
+                conn.executemany("INSERT OR IGNORE INTO call_examples VALUES (?,?)", sorted(r.examples.items()))
 
     # -- reading -------------------------------------------------------------
     def tests_for(self, op: str, dtype: str | None = None) -> list[OpHit]:
@@ -246,6 +265,27 @@ class OpMap:
         for rid, node_id, generic, device, dtype, op, module, outcome in rows:
             yield OpRecord(node_id, generic, "captured", device=device, dtype=dtype, op=op, module=module,
                            outcome=outcome, aten=tuple(ops.get(rid, ())))
+
+    def calls(self) -> dict[str, str | None]:
+        """Every distinct call any captured test made -> its replayable example (None: none
+        was recorded, so the probe cannot replay it)."""
+        if not self.exists():
+            return {}
+        rows = self.conn.execute("SELECT DISTINCT c.call, e.example FROM record_calls c "
+                                 "LEFT JOIN call_examples e ON e.call = c.call ORDER BY c.call")
+        return dict(rows)
+
+    def instance_calls(self) -> Iterator[tuple[str, str, str | None, str | None, tuple[str, ...]]]:
+        """(node id, generic, dtype, OpInfo op, its calls) of every captured record."""
+        if not self.exists():
+            return
+        calls: dict[int, list[str]] = {}
+        for record_id, call in self.conn.execute("SELECT record_id, call FROM record_calls ORDER BY record_id, call"):
+            calls.setdefault(record_id, []).append(call)
+        rows = self.conn.execute("SELECT id, node_id, generic, dtype, op FROM records WHERE source = 'captured' "
+                                 "ORDER BY node_id")
+        for rid, node_id, generic, dtype, op in rows:
+            yield node_id, generic, dtype, op, tuple(calls.get(rid, ()))
 
     def counts(self) -> dict[str, int]:
         """Records per source, and distinct aten ops: for summaries."""

@@ -46,7 +46,7 @@ from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.executors import Executor
 from testcurator.vocab import TestKey
 
-CAPTURE_FORMAT = "oprecord/2"
+CAPTURE_FORMAT = "oprecord/3"  # 3: calls and replayable examples (the probe)
 EVIDENCE = "evidence.json"
 
 
