@@ -86,11 +86,12 @@ def _recorder_class() -> type:
         # with it, the HOP itself is recorded and runs as usual.
         supports_higher_order_operators = True
 
-        def __init__(self, examples: dict[str, str | None]) -> None:
+        def __init__(self, examples: dict[str, str | None] | None = None) -> None:
             super().__init__()
             self.seen: set[Any] = set()
             self.calls: set[str] = set()
-            self.examples = examples  # the process's: one example per call key, first seen
+            # The process's (shared by every test): one example per call key, the first seen.
+            self.examples = {} if examples is None else examples
             self.new: dict[str, str] = {}
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
