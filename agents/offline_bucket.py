@@ -51,6 +51,7 @@ class Draft:
 
     exclude_dtypes: list[str] = field(default_factory=list)
     exclude_ops: list[str] = field(default_factory=list)
+    exclude_modules: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
 
@@ -208,7 +209,8 @@ def bucket_similar(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
                     (*(f"similar: {s.test} ({s.score:.2f}) {s.mode}" for s in close), *d.evidence), needs_review=True,
                     missing=("ATen ops the test calls (op map)", "result on device"),
                     exclude_dtypes=d.exclude_dtypes if top != "skip" else (),
-                    exclude_ops=d.exclude_ops if top != "skip" else ())
+                    exclude_ops=d.exclude_ops if top != "skip" else (),
+                    exclude_modules=d.exclude_modules if top != "skip" else ())
 
 
 def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision:
@@ -234,7 +236,8 @@ def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
         review, missing = True, ("ATen ops the test calls (op map)", "result on device")
     return decision(req.test, "mandatory_success", f"Mandatory success: {basis}{d.clause()}.",
                     evidence or ("no blocker found",),
-                    needs_review=review, missing=missing, exclude_dtypes=d.exclude_dtypes, exclude_ops=d.exclude_ops)
+                    needs_review=review, missing=missing, exclude_dtypes=d.exclude_dtypes, exclude_ops=d.exclude_ops,
+                    exclude_modules=d.exclude_modules)
 
 
 BucketRule = Callable[[BucketRequest, Facts, BackendContext, Draft], "Decision | None"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from testcurator.errors import BadInputError, MemoryStoreError
 from testcurator.files import atomic_write_text
-from testcurator.memory.opmap import OpMap
+from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import split_key
 from testcurator.runner.probe import ProbeResult
 from testcurator.vocab import PROBE_GAPS, TestKey
@@ -110,11 +110,12 @@ class CapabilityTable:
 # --- per test: what the table says about the calls each test made ------------------------------
 @dataclass(frozen=True)
 class ProbedInstance:
-    """One captured instance of a test: its dtype and OpInfo op, and the calls it made that
-    the device lacks (empty: every call it made works or was not probed)."""
+    """One captured instance of a test: its dtype, OpInfo op and ModuleInfo, and the calls it
+    made that the device lacks (empty: every call it made works or was not probed)."""
 
     dtype: str | None
     op: str | None
+    module: str | None = None
     gaps: tuple[str, ...] = ()
 
 
@@ -133,31 +134,34 @@ class ProbeEvidence:
 
     def to_json(self) -> dict[str, Any]:
         return {"gaps": {k: list(v) for k, v in sorted(self.gaps.items())}, "works": self.works,
-                "not_probed": self.not_probed, "instances": [[i.dtype, i.op, list(i.gaps)] for i in self.instances]}
+                "not_probed": self.not_probed, "instances": [[i.dtype, i.op, i.module, list(i.gaps)] for i in self.instances]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeEvidence:
         return cls(gaps={k: (v[0], v[1]) for k, v in data.get("gaps", {}).items()},
-                   instances=tuple(ProbedInstance(d, o, tuple(g)) for d, o, g in data.get("instances", ())),
+                   instances=tuple(ProbedInstance(d, o, m, tuple(g)) for d, o, m, g in data.get("instances", ())),
                    works=int(data.get("works", 0)), not_probed=int(data.get("not_probed", 0)))
 
 
 def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
-    """Per ``file::Class::test`` with captured calls, what the table says about them."""
-    per_test: dict[TestKey, list[tuple[str | None, str | None, tuple[str, ...]]]] = {}
-    for nodeid, generic, dtype, op, calls in opmap.instance_calls():
-        if calls:
-            key = TestKey.of(TestKey.parse(nodeid).file, generic)
-            per_test.setdefault(key, []).append((dtype, op, calls))
+    """Per ``file::Class::test`` with captured calls, what the table says about them.
+
+    Device-generic tests only: the calls of a plain test (no device parameter) ran on CPU in
+    the capture and run on CPU on the backend's CI too, so the device's gaps do not touch it."""
+    per_test: dict[TestKey, list[InstanceCalls]] = {}
+    for inst in opmap.instance_calls():
+        if inst.calls and inst.device is not None:
+            per_test.setdefault(TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic), []).append(inst)
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
-        used = {c for _, _, calls in rows for c in calls}
+        used = {c for inst in rows for c in inst.calls}
         status = {c: results[c].status if c in results else "not_probed" for c in used}
         gaps = {c: (results[c].status, results[c].error) for c in used if status[c] in PROBE_GAPS}
         out[key] = ProbeEvidence(
             gaps=gaps, works=sum(s == "works" for s in status.values()),
             not_probed=sum(s == "not_probed" for s in status.values()),
-            instances=tuple(ProbedInstance(d, o, tuple(c for c in calls if c in gaps)) for d, o, calls in rows))
+            instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps))
+                            for i in rows))
     return out
 
 

@@ -87,6 +87,20 @@ class OpUse:
 
 
 @dataclass(frozen=True)
+class InstanceCalls:
+    """One captured instance and the distinct calls (op + input dtypes) it made; ``device``
+    is None for a test that is not device-generic (it runs on CPU whatever the backend)."""
+
+    nodeid: str
+    generic: str
+    device: str | None
+    dtype: str | None
+    op: str | None
+    module: str | None
+    calls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class IngestStats:
     files: int
     records: int
@@ -275,17 +289,17 @@ class OpMap:
                                  "LEFT JOIN call_examples e ON e.call = c.call ORDER BY c.call")
         return dict(rows)
 
-    def instance_calls(self) -> Iterator[tuple[str, str, str | None, str | None, tuple[str, ...]]]:
-        """(node id, generic, dtype, OpInfo op, its calls) of every captured record."""
+    def instance_calls(self) -> Iterator[InstanceCalls]:
+        """Every captured record with the calls it made."""
         if not self.exists():
             return
         calls: dict[int, list[str]] = {}
         for record_id, call in self.conn.execute("SELECT record_id, call FROM record_calls ORDER BY record_id, call"):
             calls.setdefault(record_id, []).append(call)
-        rows = self.conn.execute("SELECT id, node_id, generic, dtype, op FROM records WHERE source = 'captured' "
-                                 "ORDER BY node_id")
-        for rid, node_id, generic, dtype, op in rows:
-            yield node_id, generic, dtype, op, tuple(calls.get(rid, ()))
+        rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module FROM records "
+                                 "WHERE source = 'captured' ORDER BY node_id")
+        for rid, node_id, generic, device, dtype, op, module in rows:
+            yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())))
 
     def counts(self) -> dict[str, int]:
         """Records per source, and distinct aten ops: for summaries."""

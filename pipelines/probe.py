@@ -92,6 +92,6 @@ def draft_skips(decision: Decision, evidence: ProbeEvidence | None) -> bool:
     show the failure the probe already found (the verification run still runs it)."""
     if evidence is None or decision.mode in ("mandatory_success", "skip") or not evidence.instances:
         return False
-    kept = [i for i in evidence.instances
-            if i.dtype not in decision.exclude_dtypes and i.op not in decision.exclude_ops]
+    kept = [i for i in evidence.instances if i.dtype not in decision.exclude_dtypes
+            and i.op not in decision.exclude_ops and i.module not in decision.exclude_modules]
     return bool(kept) and all(i.gaps for i in kept)

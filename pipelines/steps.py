@@ -181,6 +181,11 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
+    probed = _probe(store)
+    for d in previous:  # left out of the draft (skipped there): no result, the prediction stands
+        key = TestKey.of(rel, d.test)
+        if draft_skips(d, probed.get(key)):
+            executions.pop(key, None)
     return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
 
 

@@ -9,8 +9,7 @@ import pytest
 
 from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings, BucketRequest
 from testcurator.agents.offline import OfflineBrain
-from testcurator.memory.capability import ProbedInstance as I
-from testcurator.memory.capability import ProbeEvidence
+from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 
 BACKEND = BackendContext(name="curatedev", device="curatedev", hooks=("eager_ops", "autograd"),
                          supported_dtypes=frozenset({"float32", "int64", "bool"}), has_fallback=True)
@@ -22,12 +21,16 @@ MISSING = ("missing_kernel", "NotImplementedError: Could not run 'aten::sort.val
 CRASH = ("crash", "the process died (signal SIGABRT)")
 
 
+def I(dtype: str, op: str | None, gaps: tuple[str, ...] = (), module: str | None = None) -> ProbedInstance:  # noqa: E743
+    return ProbedInstance(dtype, op, module, gaps)
+
+
 def decide(probe: ProbeEvidence | None, dtypes: tuple[str, ...] = ("float32", "int64"),
-           ops: tuple[str, ...] = ()) -> object:
+           ops: tuple[str, ...] = (), modules: tuple[str, ...] = (), backend: BackendContext = BACKEND) -> object:
     req = BucketRequest(test="TestSort::test_sort", file="test/test_sort.py", content_hash="h",
                         aten_ops=("aten::sort.values_stable", "aten::add.Tensor"), dtypes=dtypes, ops=ops,
-                        probe=probe)
-    return OfflineBrain(BrainSettings()).bucket([req], BrainContext(BACKEND, frozenset(), Path("/tmp")))[0]
+                        modules=modules, probe=probe)
+    return OfflineBrain(BrainSettings()).bucket([req], BrainContext(backend, frozenset(), Path("/tmp")))[0]
 
 
 CASES = {
@@ -40,6 +43,9 @@ CASES = {
     "one OpInfo op lacks it": (
         ProbeEvidence({SORT: MISSING}, (I("float32", "sort", (SORT,)), I("float32", "add"), I("int64", "sort", (SORT,)),
                                         I("int64", "add"))), "mandatory_success", (), ("sort",)),
+    "one ModuleInfo lacks it": (
+        ProbeEvidence({SORT: MISSING}, (I("float32", None, (SORT,), "nn.LayerNorm"), I("float32", None, (), "nn.ReLU"))),
+        "mandatory_success", (), ()),
     "a crashing call in every instance": (
         ProbeEvidence({FLIP: CRASH}, (I("float32", None, (FLIP,)), I("int64", None, (FLIP,)))), "skip", (), ()),
     "failures no dtype or op separates": (
@@ -59,6 +65,17 @@ def test_probe_rule(probe: ProbeEvidence, mode: str, dtypes: tuple[str, ...], op
     if probe.gaps and mode != "mandatory_success" or dtypes or ops:
         shown = next(iter(probe.gaps))
         assert any(line.startswith(f"probe: {shown}") for line in record.evidence), record.evidence
+
+
+def test_a_module_split_is_an_exclusion_and_earlier_exclusions_stay() -> None:
+    record = decide(CASES["one ModuleInfo lacks it"][0], modules=("nn.LayerNorm", "nn.ReLU"))
+    assert record.exclude_modules == ("nn.LayerNorm",)
+    # float16 is a declared gap, excluded by the dtype rule before the probe rule decides: the
+    # xfail_strict keeps that exclusion (as refine keeps it), and the probe judges float32 alone.
+    gap = ProbeEvidence({SORT: MISSING}, (I("float32", None, (SORT,)), I("float16", None)))
+    declared = BackendContext(name="curatedev", device="curatedev", unsupported_dtypes=frozenset({"float16"}))
+    record = decide(gap, dtypes=("float32", "float16"), backend=declared)
+    assert (record.mode, record.exclude_dtypes) == ("xfail_strict", ("float16",))
 
 
 def test_the_reason_names_the_call_and_what_the_device_said() -> None:

@@ -192,6 +192,6 @@ def test_capture_records_calls_with_one_replayable_example_each(captured: Path, 
     import torch
 
     assert all(isinstance(a, torch.Tensor) and a.dtype == torch.float16 for a in args[:2])
-    per_node = {n.rsplit("::", 1)[1]: c for n, _, _, _, c in opmap.instance_calls()}
+    per_node = {i.nodeid.rsplit("::", 1)[1]: i.calls for i in opmap.instance_calls()}
     assert "aten::neg(float32)" in per_node["test_fails_cpu"]
     opmap.close()
