@@ -10,15 +10,14 @@ comparison). The backend version is a digest of the profile and the backend's so
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.errors import BadInputError, MemoryStoreError
-from testcurator.files import atomic_write_text
+from testcurator.errors import MemoryStoreError
+from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import split_key
 from testcurator.runner.probe import ProbeResult
@@ -166,16 +165,9 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[Tes
 
 
 def write_probe_evidence(path: Path, evidence: Mapping[TestKey, ProbeEvidence]) -> Path:
-    atomic_write_text(path, json.dumps({str(k): v.to_json() for k, v in evidence.items()}, sort_keys=True) + "\n")
-    return path
+    return write_keyed(path, evidence)
 
 
 def read_probe_evidence(path: Path) -> dict[TestKey, ProbeEvidence]:
     """What :func:`write_probe_evidence` wrote; nothing when the run did not probe."""
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
-    return {TestKey.parse(k): ProbeEvidence.from_json(v) for k, v in data.items()}
+    return read_keyed(path, ProbeEvidence.from_json)

@@ -271,14 +271,20 @@ class OpMap:
         """Every captured record with its aten ops (what tier L1 covers ops with)."""
         if not self.exists():
             return
-        ops: dict[int, list[str]] = {}
-        for record_id, aten in self.conn.execute("SELECT record_id, aten FROM record_ops ORDER BY record_id, aten"):
-            ops.setdefault(record_id, []).append(aten)
+        ops = self._by_record("record_ops", "aten")
         rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module, outcome FROM records "
                                  "WHERE source = 'captured' ORDER BY node_id")
         for rid, node_id, generic, device, dtype, op, module, outcome in rows:
             yield OpRecord(node_id, generic, "captured", device=device, dtype=dtype, op=op, module=module,
                            outcome=outcome, aten=tuple(ops.get(rid, ())))
+
+    def _by_record(self, table: str, column: str) -> dict[int, list[str]]:
+        """``column`` of ``table`` (record_ops.aten, record_calls.call) per record id, sorted."""
+        out: dict[int, list[str]] = {}
+        for record_id, value in self.conn.execute(
+                f"SELECT record_id, {column} FROM {table} ORDER BY record_id, {column}"):  # noqa: S608 - fixed names
+            out.setdefault(record_id, []).append(value)
+        return out
 
     def calls(self) -> dict[str, str | None]:
         """Every distinct call any captured test made -> its replayable example (None: none
@@ -293,9 +299,7 @@ class OpMap:
         """Every captured record with the calls it made."""
         if not self.exists():
             return
-        calls: dict[int, list[str]] = {}
-        for record_id, call in self.conn.execute("SELECT record_id, call FROM record_calls ORDER BY record_id, call"):
-            calls.setdefault(record_id, []).append(call)
+        calls = self._by_record("record_calls", "call")
         rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module FROM records "
                                  "WHERE source = 'captured' ORDER BY node_id")
         for rid, node_id, generic, device, dtype, op, module in rows:
