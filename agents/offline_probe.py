@@ -12,6 +12,7 @@ A plain (not device-generic) test never gets probe evidence: it runs on CPU on a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from testcurator.agents.brain import BackendContext, BucketRequest
@@ -23,6 +24,10 @@ if TYPE_CHECKING:  # offline_bucket imports this module for its rule table
     from testcurator.agents.offline_bucket import Draft, Facts
 
 MAX_SHOWN = 6
+# The evidence line that records an exclusion the probe made ("probe excluded: module
+# nn.LayerNorm"): refine reads it back (:func:`without_probe_exclusions`).
+EXCLUDED = "probe excluded: "
+_FIELDS = {"dtype": "exclude_dtypes", "op": "exclude_ops", "module": "exclude_modules"}
 
 
 def _gap_lines(probe: ProbeEvidence, calls: Sequence[str]) -> list[str]:
@@ -72,6 +77,7 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
         what = " and ".join(f"{dim}s {', '.join(sorted(values))}" for dim, values in found.items() if values)
         d.notes.append(f"{what} excluded (the probe found {names(calls, 3)} failing on the device)")
         d.evidence += _gap_lines(probe, calls)
+        d.evidence += [f"{EXCLUDED}{dim} {value}" for dim, values in found.items() for value in sorted(values)]
         return None
     first = calls[0]
     status, error = probe.gaps[first]
@@ -95,3 +101,14 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
 def _edits(d: Draft) -> dict[str, list[str]]:
     """What earlier rules excluded (a dtype the preferences rule out...) stays excluded."""
     return {"exclude_dtypes": d.exclude_dtypes, "exclude_ops": d.exclude_ops, "exclude_modules": d.exclude_modules}
+
+
+def without_probe_exclusions(record: Decision) -> Decision:
+    """``record`` less the exclusions the probe rule made (its evidence names them): for a
+    test execution showed failing as a whole, they are moot, as the refine stage drops the
+    exclusions of a test whose every variant fails."""
+    made = [line.removeprefix(EXCLUDED).split(" ", 1) for line in record.evidence if line.startswith(EXCLUDED)]
+    if not made:
+        return record
+    drop = {(_FIELDS[dim], value) for dim, value in made if dim in _FIELDS}
+    return replace(record, **{f: tuple(v for v in getattr(record, f) if (f, v) not in drop) for f in _FIELDS.values()})

@@ -92,3 +92,19 @@ def test_all_calls_working_is_the_stated_basis() -> None:
     record = decide(CASES["every call works"][0])
     assert "ran on the device when the probe replayed them" in record.reason
     assert any(line.startswith("probe: all 7 distinct call(s)") for line in record.evidence)
+
+
+def test_a_test_that_fails_as_a_whole_on_the_device_drops_the_probes_split() -> None:
+    from testcurator.agents.brain import ExecutionRecord, RefineRequest
+
+    probe = CASES["one ModuleInfo lacks it"][0]
+    brain, bctx = OfflineBrain(BrainSettings()), BrainContext(BACKEND, frozenset(), Path("/tmp"))
+    req = BucketRequest(test="TestSort::test_sort", file="test/test_sort.py", content_hash="h",
+                        modules=("nn.LayerNorm", "nn.ReLU"), dtypes=("float32",), probe=probe)
+    (bucketed,) = brain.bucket([req], bctx)
+    assert bucketed.exclude_modules == ("nn.LayerNorm",)
+    # The draft ran nn.ReLU only (nn.LayerNorm excluded), and it failed for a reason no call shows.
+    relu = ExecutionRecord("test_sort_nn_ReLU_curatedev_float32", ("failed", "failed"), dtype="float32",
+                           module="nn.ReLU", failure_class="unknown", message="RuntimeError: devices must match")
+    (refined,) = brain.refine([RefineRequest(req, bucketed, (relu,))], bctx)
+    assert (refined.mode, refined.exclude_modules) == ("xfail_strict", ())
