@@ -26,7 +26,7 @@ from testcurator.errors import ExecutionError
 
 STARTUP_TIMEOUT = 600.0  # a backend may build its extension on first import
 CALL_TIMEOUT = 60.0
-BATCH = 200
+BATCH = 1000  # calls per worker process: each start imports torch and the backend (seconds)
 TAIL = 600
 
 
