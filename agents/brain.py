@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.errors import BadInputError
+from testcurator.memory.capability import ProbeEvidence
 from testcurator.names import split_dtypes
 from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_matches
 
@@ -121,7 +122,8 @@ class BucketRequest:
 
     ``ops`` are OpInfo ops the test is parametrized over (``@ops``), ``aten_ops`` the ATen
     ops it called when run under the op-capturing dispatch mode, ``dtypes`` its
-    parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos.
+    parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos. ``probe``: what the
+    device's capability table says about the calls it made (None: not probed).
     """
 
     test: str
@@ -135,6 +137,7 @@ class BucketRequest:
     modules: tuple[str, ...] = ()
     source: str = ""
     similar: tuple[SimilarTest, ...] = ()
+    probe: ProbeEvidence | None = None
 
 
 @dataclass(frozen=True)

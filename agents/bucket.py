@@ -2,8 +2,9 @@
 
 For each device-generic test the request carries what memory knows: decorators, the
 OpInfo ops / dtypes / modules it is instantiated over (static map), the aten ops it
-dispatched on CPU (capture run), its summary and source, and its nearest neighbours with
-the decisions they already have in the current configs.
+dispatched on CPU (capture run), what the device probe found about the calls it made, its
+summary and source, and its nearest neighbours with the decisions they already have in the
+current configs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, SimilarTest
 from testcurator.agents.decision import Decision
 from testcurator.memory.api import Memory
+from testcurator.memory.capability import ProbeEvidence
 from testcurator.memory.evidence import TestEvidence
 from testcurator.memory.store import StoredTest
 from testcurator.vocab import TestKey
@@ -48,8 +50,10 @@ def _similar(memory: Memory, test: StoredTest, previous: Mapping[TestKey, tuple[
 
 
 def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[TestKey, TestEvidence],
-                      previous: Mapping[TestKey, tuple[str, str]]) -> list[BucketRequest]:
-    """One request per generic test of ``rel`` (memory's tests, plus any only collection saw)."""
+                      previous: Mapping[TestKey, tuple[str, str]],
+                      probe: Mapping[TestKey, ProbeEvidence] | None = None) -> list[BucketRequest]:
+    """One request per generic test of ``rel`` (memory's tests, plus any only collection saw);
+    ``probe``: the capability probe's findings per test, when the run probed the device."""
     stored = {t.generic: t for t in memory.tests_in_file(rel)}
     seen = {key.name for key in evidence if key.file == rel}
     requests = []
@@ -68,6 +72,7 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             modules=ev.modules,
             source=_source(root, test) if test else "",
             similar=_similar(memory, test, previous) if test else (),
+            probe=(probe or {}).get(TestKey.of(rel, generic)),
         ))
     return requests
 

@@ -14,6 +14,7 @@ from testcurator.agents.offline_rules import (
     COMPLEX_DTYPES, MODE_WORD, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, quote,
     wishes_for,
 )
+from testcurator.agents.offline_probe import bucket_probe
 from testcurator.agents.offline_scope import path_facts
 from testcurator.config.profile import HOOKS
 from testcurator.vocab import MODES, op_matches
@@ -50,6 +51,7 @@ class Draft:
 
     exclude_dtypes: list[str] = field(default_factory=list)
     exclude_ops: list[str] = field(default_factory=list)
+    exclude_modules: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
 
@@ -228,13 +230,17 @@ def bucket_similar(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
                     (*(f"similar: {s.test} ({s.score:.2f}) {s.mode}" for s in close), *d.evidence), needs_review=True,
                     missing=("ATen ops the test calls (op map)", "result on device"),
                     exclude_dtypes=d.exclude_dtypes if top != "skip" else (),
-                    exclude_ops=d.exclude_ops if top != "skip" else ())
+                    exclude_ops=d.exclude_ops if top != "skip" else (),
+                    exclude_modules=d.exclude_modules if top != "skip" else ())
 
 
 def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision:
     evidence = list(d.evidence)
     review, missing = False, ()
-    if req.aten_ops:
+    if req.aten_ops and req.probe is not None and req.probe.instances:
+        basis = (f"the {req.probe.works} distinct call(s) of the {len(req.aten_ops)} ATen ops it called on CPU "
+                 f"({names(req.aten_ops, 4)}) ran on the device when the probe replayed them")
+    elif req.aten_ops:
         basis = (f"none of the {len(req.aten_ops)} ATen ops it called on CPU ({names(req.aten_ops, 4)}) is known "
                  "unsupported")
         unregistered = [op for op in req.aten_ops if backend.registered_ops and not backend.has_fallback and
@@ -251,14 +257,15 @@ def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
         review, missing = True, ("ATen ops the test calls (op map)", "result on device")
     return decision(req.test, "mandatory_success", f"Mandatory success: {basis}{d.clause()}.",
                     evidence or ("no blocker found",),
-                    needs_review=review, missing=missing, exclude_dtypes=d.exclude_dtypes, exclude_ops=d.exclude_ops)
+                    needs_review=review, missing=missing, exclude_dtypes=d.exclude_dtypes, exclude_ops=d.exclude_ops,
+                    exclude_modules=d.exclude_modules)
 
 
 BucketRule = Callable[[BucketRequest, Facts, BackendContext, Draft], "Decision | None"]
 BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
     ("other_device", bucket_other_device), ("upstream_skip", bucket_upstream_skip), ("needs", bucket_needs),
     ("known_missing_op", bucket_known_missing_op), ("ops", bucket_ops), ("dtypes", bucket_dtypes),
-    ("similar", bucket_similar), ("default", bucket_default),
+    ("probe", bucket_probe), ("similar", bucket_similar), ("default", bucket_default),
 )
 
 

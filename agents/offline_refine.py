@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
+from testcurator.agents.offline_probe import without_probe_exclusions
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
@@ -132,6 +133,7 @@ def _failure_rules(o: Outcome) -> Decision | None:
                       "crash or hang takes down the worker running the shard.")
     first = o.unexplained[0]
     if all(v.status == "failed" for v in o.remaining):  # rule consistent_failure
+        o = replace(o, prev=without_probe_exclusions(o.prev))  # the whole test fails: the probe's split is moot
         return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}, so "
                       f"an unexpected pass will signal promotion{o.exclusion_clause()}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure

@@ -42,7 +42,7 @@ from testcurator.vocab import Mode
 BRAIN = "offline"
 # prompt_hash of every offline record: a hash of this version string, so a report or cache
 # tells which rule set decided. Bump it whenever a rule's outcome changes.
-RULES_VERSION = "offline-rules/1"
+RULES_VERSION = "offline-rules/2"  # 2: the probe rule (agents/offline_probe.py)
 RULES_HASH = "offline-" + hashlib.sha256(RULES_VERSION.encode()).hexdigest()[:16]
 MAX_QUOTE = 160
 

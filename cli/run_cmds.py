@@ -9,7 +9,8 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.options import (BackendReq, Brain, CaptureOps, Embed, Execute, ExecutorName, LlmBaseUrl, LlmModel,
-                                     OutDirReq, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq, Workers)
+                                     OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
+                                     Workers)
 from testcurator.memory.paths import resolve_state_dir
 
 
@@ -26,6 +27,7 @@ def run_cmd(
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
+    probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
     executor: ExecutorName = "local",
@@ -46,7 +48,7 @@ def run_cmd(
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
-                            workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
+                            workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
     state = run_nightly(ctx)
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0

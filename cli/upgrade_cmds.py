@@ -7,8 +7,8 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
-                                     Execute, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Retries, StateDir,
-                                     Timeout, TorchRoot, Workers)
+                                     Execute, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Probe, Retries,
+                                     StateDir, Timeout, TorchRoot, Workers)
 from testcurator.memory.paths import resolve_state_dir
 
 
@@ -26,6 +26,7 @@ def upgrade_cmd(
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
+    probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
 ) -> None:
@@ -44,7 +45,7 @@ def upgrade_cmd(
     console = Console(highlight=False)
     run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute,
-                            workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops,
+                            workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             say=lambda message: console.print(message, markup=False))
     data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
     if (out / "report.json").is_file():

@@ -61,6 +61,19 @@ NOT_EVIDENCE_CLASSES: frozenset[str] = frozenset({"infrastructure", "infra", "tr
 HARD_FAILURE_CLASSES: frozenset[str] = frozenset({"crash", "timeout"})
 
 
+# --- device capabilities (the probe) ----------------------------------------------------------
+#: What replaying one captured call (op overload + input dtypes) on the device found:
+#: ``works`` (ran, and matched CPU), ``missing_kernel`` (the device has no kernel for the op),
+#: ``unsupported_dtype`` (a kernel, not for these dtypes), ``crash`` (the process died or hung),
+#: ``wrong_result`` (ran, but differs from CPU on the same inputs), ``error`` (another error on
+#: the device where CPU ran it), ``not_probed`` (no replayable example, or CPU fails it too).
+PROBE_STATUSES: tuple[str, ...] = (
+    "works", "missing_kernel", "unsupported_dtype", "crash", "wrong_result", "error", "not_probed",
+)
+#: Statuses that make a test using the call fail on the device.
+PROBE_GAPS: frozenset[str] = frozenset({"missing_kernel", "unsupported_dtype", "crash", "wrong_result", "error"})
+
+
 # --- the test key ------------------------------------------------------------------------
 SEP = "::"
 

@@ -12,10 +12,10 @@ into one :class:`TestEvidence` per device-generic test; :func:`write_evidence` a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
@@ -23,6 +23,7 @@ from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.vocab import TestKey
 
+T = TypeVar("T")
 _LISTS = ("aten", "dtypes", "instances", "modules", "ops")
 
 
@@ -71,19 +72,31 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
             for key, entry in sorted(found.items())}
 
 
-def write_evidence(path: Path, evidence: Mapping[TestKey, TestEvidence]) -> Path:
-    """``evidence.json`` at ``path``, atomically (keys and lists sorted)."""
-    data = {str(key): value.to_json() for key, value in evidence.items()}
+def write_keyed(path: Path, items: Mapping[TestKey, Any]) -> Path:
+    """``{test key: item.to_json()}`` at ``path``, atomically, keys sorted (the run
+    directory's per-test files: evidence, probe evidence)."""
+    data = {str(key): value.to_json() for key, value in items.items()}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 
-def read_evidence(path: Path) -> dict[TestKey, TestEvidence]:
-    """The evidence written by :func:`write_evidence`; none when the file does not exist."""
+def read_keyed(path: Path, from_json: Callable[[Any], T]) -> dict[TestKey, T]:
+    """What :func:`write_keyed` wrote, each item through ``from_json``; none when the file
+    does not exist."""
     if not path.exists():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise BadInputError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
-    return {TestKey.parse(key): TestEvidence.from_json(value) for key, value in data.items()}
+    return {TestKey.parse(key): from_json(value) for key, value in data.items()}
+
+
+def write_evidence(path: Path, evidence: Mapping[TestKey, TestEvidence]) -> Path:
+    """``evidence.json`` at ``path``, atomically (keys and lists sorted)."""
+    return write_keyed(path, evidence)
+
+
+def read_evidence(path: Path) -> dict[TestKey, TestEvidence]:
+    """The evidence written by :func:`write_evidence`; none when the file does not exist."""
+    return read_keyed(path, TestEvidence.from_json)

@@ -17,7 +17,7 @@ This module needs no torch: queries stay fast from the CLI.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import SOURCES, OpRecord, capture_parts, read_records
 from testcurator.vocab import TestKey, normalize_op, op_base
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OPS_DB = "ops.sqlite"
 
 # Idempotent and one transaction: two processes creating the same fresh file both succeed,
@@ -45,9 +45,20 @@ CREATE INDEX IF NOT EXISTS record_ops_base ON record_ops (aten_base);
 CREATE INDEX IF NOT EXISTS record_ops_aten ON record_ops (aten);
 CREATE INDEX IF NOT EXISTS records_generic ON records (generic);
 CREATE INDEX IF NOT EXISTS records_op ON records (op);
+{{calls}}
 INSERT INTO schema_version SELECT {SCHEMA_VERSION} WHERE NOT EXISTS (SELECT 1 FROM schema_version);
 COMMIT;
 """
+# Version 2 adds the distinct calls (op + input dtypes) per record and one replayable example
+# per call (the capability probe's input); a version-1 map gains the tables in place.
+_CALLS = """
+CREATE TABLE IF NOT EXISTS record_calls (
+    record_id INTEGER NOT NULL, call TEXT NOT NULL, PRIMARY KEY (record_id, call));
+CREATE INDEX IF NOT EXISTS record_calls_call ON record_calls (call);
+CREATE TABLE IF NOT EXISTS call_examples (call TEXT PRIMARY KEY, example TEXT NOT NULL);
+"""
+_SCHEMA = _SCHEMA.replace("{calls}", _CALLS)
+_MIGRATE_1 = f"BEGIN IMMEDIATE;{_CALLS}UPDATE schema_version SET version = {SCHEMA_VERSION};COMMIT;"
 
 
 def normalize_dtype(dtype: str) -> str:
@@ -74,6 +85,20 @@ class OpUse:
     aten: str
     sources: tuple[str, ...]
     instances: int
+
+
+@dataclass(frozen=True)
+class InstanceCalls:
+    """One captured instance and the distinct calls (op + input dtypes) it made; ``device``
+    is None for a test that is not device-generic (it runs on CPU whatever the backend)."""
+
+    nodeid: str
+    generic: str
+    device: str | None
+    dtype: str | None
+    op: str | None
+    module: str | None
+    calls: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -112,6 +137,9 @@ class OpMap:
             row = None
             if "schema_version" in tables:
                 row = conn.execute("SELECT version FROM schema_version").fetchone()
+            if row is not None and row[0] == 1:
+                conn.executescript(_MIGRATE_1)
+                row = (SCHEMA_VERSION,)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise self._unusable(f"not a readable SQLite op map ({exc})") from exc
@@ -173,8 +201,9 @@ class OpMap:
         latest = list({(r.nodeid, r.source): r for r in records}.values())
         keys = [(r.nodeid, r.source) for r in latest]
         with self.conn as conn:
-            conn.executemany("DELETE FROM record_ops WHERE record_id = "
-                             "(SELECT id FROM records WHERE node_id=? AND source=?)", keys)
+            for table in ("record_ops", "record_calls"):
+                conn.executemany(f"DELETE FROM {table} WHERE record_id = "
+                                 "(SELECT id FROM records WHERE node_id=? AND source=?)", keys)
             conn.executemany("DELETE FROM records WHERE node_id=? AND source=?", keys)
             first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM records").fetchone()[0]
             conn.executemany(
@@ -184,6 +213,11 @@ class OpMap:
                  for i, r in enumerate(latest)])
             conn.executemany("INSERT OR IGNORE INTO record_ops VALUES (?,?,?)",
                              [(first + i, a, op_base(a)) for i, r in enumerate(latest) for a in r.aten])
+            conn.executemany("INSERT OR IGNORE INTO record_calls VALUES (?,?)",
+                             [(first + i, c) for i, r in enumerate(latest) for c in r.calls])
+            # The first example stays: any one call of a key is as good as another.
+            conn.executemany("INSERT OR IGNORE INTO call_examples VALUES (?,?)",
+                             sorted(kv for r in latest for kv in r.examples.items()))
 
     # -- reading -------------------------------------------------------------
     def tests_for(self, op: str, dtype: str | None = None) -> list[OpHit]:
@@ -245,14 +279,39 @@ class OpMap:
         """Every captured record with its aten ops (what tier L1 covers ops with)."""
         if not self.exists():
             return
-        ops: dict[int, list[str]] = {}
-        for record_id, aten in self.conn.execute("SELECT record_id, aten FROM record_ops ORDER BY record_id, aten"):
-            ops.setdefault(record_id, []).append(aten)
+        ops = self._by_record("record_ops", "aten")
         rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module, outcome FROM records "
                                  "WHERE source = 'captured' ORDER BY node_id")
         for rid, node_id, generic, device, dtype, op, module, outcome in rows:
             yield OpRecord(node_id, generic, "captured", device=device, dtype=dtype, op=op, module=module,
                            outcome=outcome, aten=tuple(ops.get(rid, ())))
+
+    def _by_record(self, table: str, column: str) -> dict[int, list[str]]:
+        """``column`` of ``table`` (record_ops.aten, record_calls.call) per record id, sorted."""
+        out: dict[int, list[str]] = {}
+        for record_id, value in self.conn.execute(
+                f"SELECT record_id, {column} FROM {table} ORDER BY record_id, {column}"):  # noqa: S608 - fixed names
+            out.setdefault(record_id, []).append(value)
+        return out
+
+    def calls(self) -> dict[str, str | None]:
+        """Every distinct call any captured test made -> its replayable example (None: none
+        was recorded, so the probe cannot replay it)."""
+        if not self.exists():
+            return {}
+        rows = self.conn.execute("SELECT DISTINCT c.call, e.example FROM record_calls c "
+                                 "LEFT JOIN call_examples e ON e.call = c.call ORDER BY c.call")
+        return dict(rows)
+
+    def instance_calls(self) -> Iterator[InstanceCalls]:
+        """Every captured record with the calls it made."""
+        if not self.exists():
+            return
+        calls = self._by_record("record_calls", "call")
+        rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module FROM records "
+                                 "WHERE source = 'captured' ORDER BY node_id")
+        for rid, node_id, generic, device, dtype, op, module in rows:
+            yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())))
 
     def counts(self) -> dict[str, int]:
         """Records per source, and distinct aten ops: for summaries."""

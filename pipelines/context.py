@@ -46,6 +46,8 @@ class RunContext:
     execute: bool = _field("Run the draft on the device and refine from the results.", default=True)
     resume: bool = _field("Continue the last run from its checkpoint.", default=False)
     capture_ops: bool = _field("Run the kept tests once on CPU to map them to aten ops.", default=True)
+    probe: bool = _field("Replay the captured calls on the device before bucketing (pipelines/probe.py).",
+                         default=True)
     embed: bool = _field("Per-test embeddings (similar tests as evidence).", default=True)
     workers: int = _field("pytest-xdist workers for test runs.", default=1)
     timeout: float = _field("Seconds before a hanging test is killed.", default=300.0)

@@ -1,7 +1,10 @@
 """The nightly pipeline as a LangGraph graph: scope -> memory -> bucket -> refine -> configs.
 
-    scope ─► memory ─┬► bucket_file (one per kept file, Send) ─► draft ─► execute ─┬► refine_file (Send) ─► emit ─► verify ─► report
-                     └───────────────────────────────────────────────────────────────┘ (--no-execute: draft ─► emit)
+    scope ─► memory ─► probe ─┬► bucket_file (one per kept file, Send) ─► draft ─► execute ─┬► refine_file (Send) ─► emit ─► verify ─► report
+                              └───────────────────────────────────────────────────────────────┘ (--no-execute: draft ─► emit)
+
+The probe node replays the calls the CPU capture recorded on the device (``--no-probe``: off),
+so the bucket stage predicts from the device's capability table (pipelines/probe.py).
 
 Nodes are plain functions returning partial state; their dependencies come from the frozen
 :class:`RunContext` (``runtime.context``); their outputs go to the run directory and only
@@ -77,6 +80,19 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     else:
         figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
     return figures | _summaries(ctx, files)
+
+
+def probe(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    from testcurator.pipelines.probe import summary
+
+    ctx, store = runtime.context, _store(state)
+    if not ctx.probe:
+        return {}
+    with store.timed("probe"):
+        if not store.has("probe.json"):  # a resumed run keeps what it probed
+            store.write_json("probe.json", steps.probe(ctx, store))
+    ctx.say(summary(store.read_json("probe.json")))
+    return {}
 
 
 def _summaries(ctx: RunContext, files: list[str]) -> dict[str, int]:
@@ -171,13 +187,14 @@ def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def build_nightly_graph(checkpointer: Any = None) -> Any:
     """The compiled graph; tests pass a fresh checkpointer (or None)."""
     graph = StateGraph(NightlyState, context_schema=RunContext)
-    for name, node in (("scope", scope), ("memory", memory), ("bucket_file", bucket_file), ("draft", draft),
+    for name, node in (("scope", scope), ("memory", memory), ("probe", probe), ("bucket_file", bucket_file), ("draft", draft),
                        ("execute", execute), ("refine_file", refine_file), ("emit", emit), ("verify", verify),
                        ("report", report)):
         graph.add_node(name, node)
     graph.add_edge(START, "scope")
     graph.add_edge("scope", "memory")
-    graph.add_conditional_edges("memory", fan_out_bucket, ["bucket_file"])
+    graph.add_edge("memory", "probe")
+    graph.add_conditional_edges("probe", fan_out_bucket, ["bucket_file"])
     graph.add_edge("bucket_file", "draft")
     graph.add_conditional_edges("draft", after_draft, ["execute", "emit"])
     graph.add_conditional_edges("execute", fan_out_refine, ["refine_file"])

@@ -28,7 +28,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
 from testcurator.vocab import HELD_BACK_MODES, MODES
 
-STAGE_ORDER = ("scope", "memory", "bucket", "refine", "emit", "verify", "report")
+STAGE_ORDER = ("scope", "memory", "probe", "bucket", "refine", "emit", "verify", "report")
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
 # The plugin ends its reasons with the config entry they come from; grouped by what they say.
 _WHERE = re.compile(r"\s*\([^()]*\.ya?ml(?::\d+){0,2}\)$")
@@ -68,7 +68,8 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "scope": [{"path": d.path, "keep": d.keep, "reason": d.reason} for d in scope],
         "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains),
         "usage": ctx.brain.usage.as_dict(), "timings_s": ordered_timings(store.read_json("timings.json", {})),
-        "memory": store.read_json("memory.json", {}), "emit": store.read_json("emit.json", {}),
+        "memory": store.read_json("memory.json", {}), "probe": store.read_json("probe.json"),
+        "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
         **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
@@ -256,6 +257,12 @@ def _markdown(data: Mapping[str, Any]) -> str:
     if data.get("held_back_instances"):
         lines += _held_back_md("Skipped and xfailed in the verification run (instances), by reason",
                                data["held_back_instances"], examples=2)
+    if data.get("probe"):
+        p = data["probe"]
+        lines += ["", "## Device probe", "", f"- {p['calls']} distinct call(s) (op x dtypes): " + ", ".join(
+            f"{k} {v}" for k, v in p["statuses"].items() if v) + f"; {p['replayed']} replayed in {p['seconds']}s, "
+            f"{p['reused']} reused (backend {p['backend_version']}, torch {p['torch_version']}); "
+            "`testcurator probe --backend ...` lists what the device lacks"]
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
     lines += [f"- `{r['file']}::{r['test']}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]

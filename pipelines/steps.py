@@ -26,11 +26,13 @@ from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
 from testcurator.errors import ExecutionError
 from testcurator.memory.api import Memory
+from testcurator.memory.capability import ProbeEvidence, read_probe_evidence
 from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
 from testcurator.memory.stage import EVIDENCE, delta_keyword
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, draft_skips, run_probe
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
@@ -60,6 +62,19 @@ def _evidence(store: RunStore) -> dict[TestKey, TestEvidence]:
         _EVIDENCE.clear()  # one entry: the evidence as it is now
         _EVIDENCE[key] = read_evidence(store.path(EVIDENCE))
     return _EVIDENCE[key]
+
+
+_PROBED: dict[tuple[str, int, int], dict[TestKey, ProbeEvidence]] = {}
+
+
+def _probe(store: RunStore) -> dict[TestKey, ProbeEvidence]:
+    """The probe's findings per test (``probe_evidence.json``; none with ``--no-probe``),
+    read once per state of the file, like the evidence."""
+    key = _stamp(store.path(PROBE_EVIDENCE))
+    if key not in _PROBED:
+        _PROBED.clear()
+        _PROBED[key] = read_probe_evidence(store.path(PROBE_EVIDENCE))
+    return _PROBED[key]
 
 
 _KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
@@ -99,7 +114,7 @@ def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
     previous = _previous(ctx)
     with Memory.open(ctx.state_dir) as memory:
-        requests = requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous)
+        requests = requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous, _probe(store))
     # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
     return [r for r in requests if ctx.selected(rel, r.test)]
 
@@ -125,6 +140,13 @@ def bucket(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     return bucket_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel))
 
 
+def probe(ctx: RunContext, store: RunStore) -> dict[str, Any]:
+    """Replay the captured calls on the device (new ones only); the findings per test go to
+    ``probe_evidence.json`` for the bucket stage and the draft."""
+    target = ProbeTarget(ctx.profile, ctx.profile_path, ctx.state_dir)
+    return run_probe(target, evidence_out=store.path(PROBE_EVIDENCE), say=ctx.say)
+
+
 def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
     counts: Counter[str] = Counter()
     for rel in files:
@@ -133,9 +155,11 @@ def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
 
 
 def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
-    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes)."""
+    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes),
+    except predicted failures the probe already showed (:func:`draft_skips`)."""
     root = store.path(EXEC_CONFIG)
     broken = not_importing(store)
+    probed = _probe(store)
     for rel in files:
         if rel in broken:
             continue  # nothing of it can run; its collection error would only repeat
@@ -144,7 +168,8 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
         specs = []
         for decision in store.read_decisions("bucket", rel) or []:
             spec = emitter.entry_for(decision)
-            mode = "skip" if spec.mode == "skip" else "mandatory_success"
+            known = draft_skips(decision, probed.get(TestKey.of(rel, decision.test)))
+            mode = "skip" if spec.mode == "skip" or known else "mandatory_success"
             specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
         editor.update(raw_path(rel), specs)
         editor.save()
@@ -191,6 +216,11 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
+    probed = _probe(store)
+    for d in previous:  # left out of the draft (skipped there): no result, the prediction stands
+        key = TestKey.of(rel, d.test)
+        if draft_skips(d, probed.get(key)):
+            executions.pop(key, None)
     return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
 
 

@@ -1,8 +1,11 @@
 """``--curate-capture-ops FILE``: record which aten ops each test dispatches.
 
 Each test's call phase (for unittest-style tests that includes ``setUp``/``tearDown``) runs
-under a TorchDispatchMode that notes every aten overload it sees, and one JSON line per
+under a TorchDispatchMode that notes every aten overload it sees and every distinct call
+(overload + input dtypes, :func:`testcurator.plugin.callspec.call_key`), and one JSON line per
 instantiated test is appended to FILE (format: :class:`testcurator.plugin.oprecord.OpRecord`).
+The first test of a process that makes a call carries one replayable example of it (the
+capability probe replays it on the device; see plugin/callspec.py).
 With ``--collect-only`` nothing runs: FILE gets the static records instead, one per
 collected test, naming an ``@ops`` test's OpInfo and the aten op behind it.
 
@@ -26,11 +29,13 @@ from typing import IO, Any
 
 import pytest
 
+from testcurator.plugin.callspec import call_key, example
 from testcurator.plugin.oprecord import OpRecord, capture_parts
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
 PLUGIN_NAME = "testcurator-capture"
+MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -81,13 +86,32 @@ def _recorder_class() -> type:
         # with it, the HOP itself is recorded and runs as usual.
         supports_higher_order_operators = True
 
-        def __init__(self) -> None:
+        def __init__(self, examples: dict[str, str | None] | None = None) -> None:
             super().__init__()
             self.seen: set[Any] = set()
+            self.calls: set[str] = set()
+            # The process's (shared by every test): one example per call key, the first seen.
+            self.examples = {} if examples is None else examples
+            self.new: dict[str, str] = {}
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
             self.seen.add(func)
-            return func(*args, **(kwargs or {}))
+            # Before the call: an in-place or out= op would change what its inputs looked like.
+            self._note(func, args, kwargs)
+            return func(*args, **kwargs)
+
+        def _note(self, func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+            try:
+                key = call_key(op_name(func), args, kwargs)
+            except Exception:  # a key is evidence, never a reason to fail the test
+                return
+            self.calls.add(key)
+            if key not in self.examples and len(self.examples) < MAX_EXAMPLES:
+                text = example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
+                self.examples[key] = text
+                if text is not None:
+                    self.new[key] = text
 
     return OpRecorder
 
@@ -148,6 +172,8 @@ def static_record(item: pytest.Item) -> OpRecord:
 @dataclass
 class _Pending:
     ops: set[str] = field(default_factory=set)
+    calls: set[str] = field(default_factory=set)
+    examples: dict[str, str] = field(default_factory=dict)
     outcome: str | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -159,6 +185,7 @@ class CapturePlugin:
         self.out = out
         self._pending: dict[str, _Pending] = {}
         self._handle: IO[str] | None = None
+        self._examples: dict[str, str | None] = {}
 
     def _write(self, record: OpRecord) -> None:
         if self._handle is None:
@@ -179,7 +206,7 @@ class CapturePlugin:
         pending = self._pending.setdefault(item.nodeid, _Pending())
         recorder = None
         try:
-            recorder = _recorder_class()()
+            recorder = _recorder_class()(self._examples)
             recorder.__enter__()
         except Exception as exc:
             pending.errors.append(f"enter: {exc!r}")
@@ -193,6 +220,8 @@ class CapturePlugin:
                 except Exception as exc:  # e.g. the test left its own mode pushed
                     pending.errors.append(f"exit: {exc!r}")
                 pending.ops.update(op_name(f) for f in recorder.seen)
+                pending.calls.update(recorder.calls)
+                pending.examples.update(recorder.new)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -212,6 +241,7 @@ class CapturePlugin:
             fields = {"generic": item.name}
             errors.append(f"identify: {exc!r}")
         return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
+                        calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
                         outcome=pending.outcome, error="; ".join(errors) or None, **fields)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

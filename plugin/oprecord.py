@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,12 @@ class OpRecord:
     aten: tuple[str, ...] = ()
     outcome: str | None = None
     error: str | None = None
+    calls: tuple[str, ...] = ()  # call keys (op + input dtypes), captured records only
+    examples: Mapping[str, str] = field(default_factory=dict)  # call key -> replayable example (JSON)
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "aten": list(self.aten)}, sort_keys=True)
+        return json.dumps({**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
+                           "examples": dict(self.examples)}, sort_keys=True)
 
     @classmethod
     def from_json(cls, data: Any, where: Location) -> OpRecord:
@@ -50,11 +53,16 @@ class OpRecord:
             raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
         if data["source"] not in SOURCES:
             raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
-        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k != "aten"}
-        aten = data.get("aten") or []
-        if not isinstance(aten, list) or not all(isinstance(a, str) for a in aten):
-            raise BadInputError(f"{where}: aten must be a list of op names")
-        return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})))
+        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("aten", "calls", "examples")}
+        aten, calls = data.get("aten") or [], data.get("calls") or []
+        for name, value in (("aten", aten), ("calls", calls)):
+            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+                raise BadInputError(f"{where}: {name} must be a list of strings")
+        examples = data.get("examples") or {}
+        if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
+            raise BadInputError(f"{where}: examples must map call keys to JSON strings")
+        return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
+                   examples=examples)
 
 
 def capture_parts(path: Path) -> list[Path]:

@@ -119,6 +119,9 @@ def test_mode_that_cannot_enter_never_fails_the_test(
     class Broken:
         seen: set = set()
 
+        def __init__(self, examples: dict | None = None) -> None:
+            self.examples = examples
+
         def __enter__(self) -> None:
             raise RuntimeError("mode stack is busy")
 
@@ -166,3 +169,29 @@ def test_recorder_runs_higher_order_ops() -> None:
     assert out.tolist() == [2.0, 2.0, 2.0]
     names = {capture.op_name(f) for f in recorder.seen}
     assert {"higher_order::cond", "aten::ones", "aten::sum"} <= names
+
+
+def test_capture_records_calls_with_one_replayable_example_each(captured: Path, tmp_path: Path) -> None:
+    from testcurator.plugin.callspec import rebuild
+
+    lines = read_lines(captured)
+    add16 = lines["test_op_add_cpu_float16"]
+    assert "aten::add.Tensor(float16,float16)" in add16["calls"]
+    assert "aten::add.Tensor(float32,float32)" in lines["test_op_add_cpu_float32"]["calls"]
+    assert "aten::neg(float32)" in lines["test_fails_cpu"]["calls"]
+    # One example per call key in the process: the first test that made the call carries it.
+    carriers = [name for name, rec in lines.items() if "aten::add.Tensor(float16,float16)" in rec["examples"]]
+    assert len(carriers) == 1
+    assert all(set(rec["examples"]) <= set(rec["calls"]) for rec in lines.values())
+
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(captured)
+    calls = opmap.calls()
+    assert calls["aten::add.Tensor(float16,float16)"] is not None
+    args, kwargs = rebuild(calls["aten::add.Tensor(float16,float16)"])
+    import torch
+
+    assert all(isinstance(a, torch.Tensor) and a.dtype == torch.float16 for a in args[:2])
+    per_node = {i.nodeid.rsplit("::", 1)[1]: i.calls for i in opmap.instance_calls()}
+    assert "aten::neg(float32)" in per_node["test_fails_cpu"]
+    opmap.close()

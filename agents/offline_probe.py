@@ -1,0 +1,114 @@
+"""The offline brain's probe rule: a test that makes a call the device lacks cannot pass.
+
+The capability probe (pipelines/probe.py) replayed every call (op overload x input dtypes)
+the test made on CPU on the device; :class:`~testcurator.memory.capability.ProbeEvidence`
+says which of them the device lacks and which instances make them. As the refine stage would
+after running it: every kept instance fails -> ``xfail_strict`` (``skip`` if a call crashes
+the process); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
+(the ``Draft`` carries them to the mode a later rule gives); otherwise ``xfail``, for review.
+A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from testcurator.agents.brain import BackendContext, BucketRequest
+from testcurator.agents.decision import Decision
+from testcurator.agents.offline_rules import decision, names, quote
+from testcurator.memory.capability import ProbedInstance, ProbeEvidence
+
+if TYPE_CHECKING:  # offline_bucket imports this module for its rule table
+    from testcurator.agents.offline_bucket import Draft, Facts
+
+MAX_SHOWN = 6
+# The evidence line that records an exclusion the probe made ("probe excluded: module
+# nn.LayerNorm"): refine reads it back (:func:`without_probe_exclusions`).
+EXCLUDED = "probe excluded: "
+_FIELDS = {"dtype": "exclude_dtypes", "op": "exclude_ops", "module": "exclude_modules"}
+
+
+def _gap_lines(probe: ProbeEvidence, calls: Sequence[str]) -> list[str]:
+    return [f"probe: {c} {probe.gaps[c][0]}: {quote(probe.gaps[c][1], 120)}" for c in calls[:MAX_SHOWN]]
+
+
+def _attribute(failing: list[ProbedInstance], kept: list[ProbedInstance],
+               probe: ProbeEvidence) -> tuple[dict[str, set[str]], list[ProbedInstance]]:
+    """{dimension: values} whose every kept instance fails, and the failing instances they
+    leave unexplained; a missing kernel is tried as an op first, like the refine stage does."""
+    found: dict[str, set[str]] = {"dtype": set(), "op": set(), "module": set()}
+    left = []
+    for inst in failing:
+        kernel = any(probe.gaps[c][0] == "missing_kernel" for c in inst.gaps)
+        for dim in ("op", "dtype", "module") if kernel else ("dtype", "op", "module"):
+            value = getattr(inst, dim)
+            if value and all(i.gaps for i in kept if getattr(i, dim) == value):
+                found[dim].add(value)
+                break
+        else:
+            left.append(inst)
+    return found, left
+
+
+def _excluded(inst: ProbedInstance, found: dict[str, set[str]]) -> bool:
+    return inst.dtype in found["dtype"] or inst.op in found["op"] or inst.module in found["module"]
+
+
+def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
+    probe = req.probe
+    if probe is None or not probe.instances:
+        return None
+    kept = [i for i in probe.instances if i.dtype not in d.exclude_dtypes and i.op not in d.exclude_ops
+            and i.module not in d.exclude_modules and not (i.dtype and backend.dtype_unsupported(i.dtype))]
+    failing = [i for i in kept if i.gaps]
+    if not failing:
+        d.evidence.append(f"probe: all {probe.works} distinct call(s) it made ran on the device"
+                          + (f" ({probe.not_probed} not replayable)" if probe.not_probed else ""))
+        return None
+    calls = sorted({c for i in failing for c in i.gaps})
+    found, left = _attribute(failing, kept, probe)
+    remaining = [i for i in kept if not _excluded(i, found)]
+    if not left and remaining:
+        d.exclude_dtypes += sorted(found["dtype"])
+        d.exclude_ops += sorted(found["op"])
+        d.exclude_modules += sorted(found["module"])
+        what = " and ".join(f"{dim}s {', '.join(sorted(values))}" for dim, values in found.items() if values)
+        d.notes.append(f"{what} excluded (the probe found {names(calls, 3)} failing on the device)")
+        d.evidence += _gap_lines(probe, calls)
+        d.evidence += [f"{EXCLUDED}{dim} {value}" for dim, values in found.items() for value in sorted(values)]
+        return None
+    first = calls[0]
+    status, error = probe.gaps[first]
+    said = f"the probe replayed {first} on {backend.name}: {status} ({quote(error, 120)})"
+    if len(failing) < len(kept):
+        return decision(req.test, "xfail", f"Xfail: {said}; {len(failing)} of {len(kept)} instances make such "
+                        f"calls and no dtype, op or module separates them{d.clause()}.", _gap_lines(probe, calls),
+                        needs_review=True, missing=("which instances fail on the device, as a dtype, op or module split",),
+                        **_edits(d))
+    if any(probe.gaps[c][0] == "crash" for c in calls):
+        crash = next(c for c in calls if probe.gaps[c][0] == "crash")
+        return decision(req.test, "skip", f"Skip: the probe's replay of {crash} crashed the process "
+                        f"({quote(probe.gaps[crash][1], 120)}), and every instance makes that call; a crash takes "
+                        "down the worker running the shard.", _gap_lines(probe, calls))
+    more = f" and {len(calls) - 1} more failing call(s)" if len(calls) > 1 else ""
+    return decision(req.test, "xfail_strict", f"Xfail strict: {said}{more}, and every instance makes such a call, "
+                    f"so it fails until the device supports it; an unexpected pass will signal promotion{d.clause()}.",
+                    _gap_lines(probe, calls), **_edits(d))
+
+
+def _edits(d: Draft) -> dict[str, list[str]]:
+    """What earlier rules excluded (a dtype the preferences rule out...) stays excluded."""
+    return {"exclude_dtypes": d.exclude_dtypes, "exclude_ops": d.exclude_ops, "exclude_modules": d.exclude_modules}
+
+
+def without_probe_exclusions(record: Decision) -> Decision:
+    """``record`` less the exclusions the probe rule made (its evidence names them): for a
+    test execution showed failing as a whole, they are moot, as the refine stage drops the
+    exclusions of a test whose every variant fails."""
+    made = [line.removeprefix(EXCLUDED).split(" ", 1) for line in record.evidence if line.startswith(EXCLUDED)]
+    if not made:
+        return record
+    drop = {(_FIELDS[dim], value) for dim, value in made if dim in _FIELDS}
+    return replace(record, **{f: tuple(v for v in getattr(record, f) if (f, v) not in drop) for f in _FIELDS.values()})

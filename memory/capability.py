@@ -1,0 +1,173 @@
+"""The device's capability table: per call (op overload x input dtypes), what the probe found.
+
+Kept in ``state_dir / "capability.sqlite"``, one table per (backend version, torch version):
+a probe with the same backend and torch reuses every row and replays only calls it has not
+seen; a new backend build or torch release starts an empty table (older ones stay, for
+comparison). The backend version is a digest of the profile and the backend's source files
+(:func:`backend_version`): editing the backend's code or profile makes a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testcurator.errors import MemoryStoreError
+from testcurator.memory.evidence import read_keyed, write_keyed
+from testcurator.memory.opmap import InstanceCalls, OpMap
+from testcurator.plugin.callspec import split_key
+from testcurator.runner.probe import ProbeResult
+from testcurator.vocab import PROBE_GAPS, TestKey
+
+CAPABILITY_DB = "capability.sqlite"
+SCHEMA_VERSION = 1
+_SOURCE_SUFFIXES = (".py", ".cpp", ".cc", ".cu", ".h", ".hpp", ".c", ".yaml", ".toml")
+_SCHEMA = f"""
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS capability (
+    backend_version TEXT NOT NULL, torch_version TEXT NOT NULL, call TEXT NOT NULL, op TEXT NOT NULL,
+    dtypes TEXT NOT NULL, status TEXT NOT NULL, error TEXT NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (backend_version, torch_version, call));
+INSERT INTO schema_version SELECT {SCHEMA_VERSION} WHERE NOT EXISTS (SELECT 1 FROM schema_version);
+COMMIT;
+"""
+
+
+def backend_version(profile_path: Path, sources: Sequence[Path]) -> str:
+    """A digest of the profile and every source file of the backend (sorted, by content)."""
+    digest = hashlib.sha256(profile_path.read_bytes())
+    files: list[Path] = []
+    for src in sources:
+        files += [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.suffix in _SOURCE_SUFFIXES)
+    for path in sorted(set(files)):
+        digest.update(str(path.name).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class CapabilityTable:
+    """The rows of one (backend version, torch version)."""
+
+    def __init__(self, state_dir: Path, backend: str, torch_version: str) -> None:
+        self.path = Path(state_dir) / CAPABILITY_DB
+        self.backend, self.torch = backend, torch_version
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> CapabilityTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                conn.executescript(_SCHEMA)
+                row = conn.execute("SELECT version FROM schema_version").fetchone()
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise MemoryStoreError(f"{self.path}: not a readable capability table ({exc}); hint: delete it and "
+                                       "run `testcurator probe` again") from exc
+            if row[0] != SCHEMA_VERSION:
+                conn.close()
+                raise MemoryStoreError(f"{self.path}: schema version {row[0]}, expected {SCHEMA_VERSION}")
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def store(self, results: Iterable[ProbeResult]) -> int:
+        rows = [(self.backend, self.torch, r.call, split_key(r.call)[0], ",".join(split_key(r.call)[1]), r.status,
+                 r.error, r.seconds) for r in results]
+        with self.conn as conn:  # one transaction
+            conn.executemany("INSERT OR REPLACE INTO capability VALUES (?,?,?,?,?,?,?,?)", rows)
+        return len(rows)
+
+    def results(self) -> dict[str, ProbeResult]:
+        """Every call probed for this backend and torch -> its result."""
+        if not self.path.exists():
+            return {}
+        rows = self.conn.execute("SELECT call, status, error, seconds FROM capability WHERE backend_version=? AND "
+                                 "torch_version=? ORDER BY call", (self.backend, self.torch))
+        return {c: ProbeResult(c, s, e, t) for c, s, e, t in rows}
+
+    def gaps(self) -> dict[str, ProbeResult]:
+        """The calls the device lacks (statuses in PROBE_GAPS)."""
+        return {k: r for k, r in self.results().items() if r.status in PROBE_GAPS}
+
+
+# --- per test: what the table says about the calls each test made ------------------------------
+@dataclass(frozen=True)
+class ProbedInstance:
+    """One captured instance of a test: its dtype, OpInfo op and ModuleInfo, and the calls it
+    made that the device lacks (empty: every call it made works or was not probed)."""
+
+    dtype: str | None
+    op: str | None
+    module: str | None = None
+    gaps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeEvidence:
+    """What the capability table says about one device-generic test.
+
+    ``gaps``: the failing calls any instance made -> (status, error); ``instances``: every
+    captured instance; ``works`` / ``not_probed``: how many distinct calls of the test ran on
+    the device / could not be replayed."""
+
+    gaps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    instances: tuple[ProbedInstance, ...] = ()
+    works: int = 0
+    not_probed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gaps": {k: list(v) for k, v in sorted(self.gaps.items())}, "works": self.works,
+                "not_probed": self.not_probed, "instances": [[i.dtype, i.op, i.module, list(i.gaps)] for i in self.instances]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProbeEvidence:
+        return cls(gaps={k: (v[0], v[1]) for k, v in data.get("gaps", {}).items()},
+                   instances=tuple(ProbedInstance(d, o, m, tuple(g)) for d, o, m, g in data.get("instances", ())),
+                   works=int(data.get("works", 0)), not_probed=int(data.get("not_probed", 0)))
+
+
+def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
+    """Per ``file::Class::test`` with captured calls, what the table says about them.
+
+    Device-generic tests only: the calls of a plain test (no device parameter) ran on CPU in
+    the capture and run on CPU on the backend's CI too, so the device's gaps do not touch it."""
+    per_test: dict[TestKey, list[InstanceCalls]] = {}
+    for inst in opmap.instance_calls():
+        if inst.calls and inst.device is not None:
+            per_test.setdefault(TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic), []).append(inst)
+    out: dict[TestKey, ProbeEvidence] = {}
+    for key, rows in sorted(per_test.items()):
+        used = {c for inst in rows for c in inst.calls}
+        status = {c: results[c].status if c in results else "not_probed" for c in used}
+        gaps = {c: (results[c].status, results[c].error) for c in used if status[c] in PROBE_GAPS}
+        out[key] = ProbeEvidence(
+            gaps=gaps, works=sum(s == "works" for s in status.values()),
+            not_probed=sum(s == "not_probed" for s in status.values()),
+            instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps))
+                            for i in rows))
+    return out
+
+
+def write_probe_evidence(path: Path, evidence: Mapping[TestKey, ProbeEvidence]) -> Path:
+    return write_keyed(path, evidence)
+
+
+def read_probe_evidence(path: Path) -> dict[TestKey, ProbeEvidence]:
+    """What :func:`write_probe_evidence` wrote; nothing when the run did not probe."""
+    return read_keyed(path, ProbeEvidence.from_json)

@@ -1,0 +1,97 @@
+"""The probe step: replay every call the captured tests made on the device, keep what it found.
+
+Runs between memory and bucket (``testcurator run``; ``--no-probe`` turns it off) and on its
+own (``testcurator probe --backend backend.yaml``). The calls come from the op map (the CPU
+capture's distinct op x dtypes calls, each with one replayable example); calls the capability
+table already holds for this backend and torch version are not replayed again. Per test, what
+the table says about its calls goes to the run directory (``probe_evidence.json``), where the
+bucket stage reads it, and :func:`draft_skips` tells the draft which predictions need no
+device time (the verification run still runs them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testcurator.agents.decision import Decision
+from testcurator.config.profile import BackendProfile, load_profile
+from testcurator.memory.capability import (
+    CapabilityTable, ProbeEvidence, backend_version, probe_evidence, write_probe_evidence,
+)
+from testcurator.memory.opmap import OpMap
+from testcurator.runner.probe import ProbeSpec, probe_calls
+from testcurator.vocab import PROBE_STATUSES
+
+PROBE_EVIDENCE = "probe_evidence.json"
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """The backend to probe: its profile, where it lives, and the state to keep the table in."""
+
+    profile: BackendProfile
+    profile_path: Path
+    state_dir: Path
+
+    @classmethod
+    def load(cls, profile_path: Path, state_dir: Path) -> ProbeTarget:
+        profile, _ = load_profile(profile_path)
+        return cls(profile, profile_path.resolve(), state_dir)
+
+    def table(self) -> CapabilityTable:
+        import torch
+
+        _, paths = load_profile(self.profile_path)
+        return CapabilityTable(self.state_dir, backend_version(self.profile_path, paths["source_paths"]),
+                               torch.__version__)
+
+
+def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None,
+              say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Probe the calls not yet in the table; figures for the report (and ``evidence_out``)."""
+    opmap = OpMap(target.state_dir)
+    try:
+        calls = opmap.calls()
+        with target.table() as table:
+            known = table.results()
+            todo = {k: v for k, v in calls.items() if k not in known}
+            started = time.perf_counter()
+            if todo:
+                say(f"probe: replaying {len(todo)} call(s) on {target.profile.device.torch_name} "
+                    f"({len(calls) - len(todo)} known from an earlier probe)")
+                spec = ProbeSpec(device=target.profile.device.torch_name, backend=target.profile.backend_module,
+                                 env=target.profile.test_env(target.profile_path), cwd=target.profile_path.parent)
+                table.store(probe_calls(todo, spec, say))
+            seconds = time.perf_counter() - started
+            results = {k: r for k, r in table.results().items() if k in calls}
+            if evidence_out is not None:
+                write_probe_evidence(evidence_out, probe_evidence(opmap, results))
+            backend, torch_version = table.backend, table.torch
+    finally:
+        opmap.close()
+    counts = Counter(r.status for r in results.values())
+    return {"calls": len(calls), "replayed": len(todo), "reused": len(calls) - len(todo), "seconds": round(seconds, 3),
+            "statuses": {s: counts.get(s, 0) for s in PROBE_STATUSES}, "backend_version": backend,
+            "torch_version": torch_version}
+
+
+def summary(figures: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{s} {n}" for s, n in figures["statuses"].items() if n)
+    return (f"probe: {figures['calls']} distinct call(s) ({shown or 'none'}); {figures['replayed']} replayed in "
+            f"{figures['seconds']:.1f}s, {figures['reused']} reused")
+
+
+def draft_skips(decision: Decision, evidence: ProbeEvidence | None) -> bool:
+    """Whether the draft may leave ``decision``'s test out: it is predicted not to pass, and
+    every instance the decision keeps makes a call the device lacks, so running it would only
+    show the failure the probe already found (the verification run still runs it)."""
+    if evidence is None or decision.mode in ("mandatory_success", "skip") or not evidence.instances:
+        return False
+    kept = [i for i in evidence.instances if i.dtype not in decision.exclude_dtypes
+            and i.op not in decision.exclude_ops and i.module not in decision.exclude_modules]
+    return bool(kept) and all(i.gaps for i in kept)

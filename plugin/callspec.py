@@ -1,0 +1,180 @@
+"""Replayable aten calls: a call's key, a small JSON example of its arguments, and the call
+rebuilt from that example with fresh tensors.
+
+The op capture (plugin/capture.py) notes, per distinct *call key* (op overload and the
+dtypes of its tensor arguments, ``aten::sort.values_stable(float32,float32,int64)``), one
+example of the arguments: every tensor's dtype, shape, strides (values only for small
+integer and bool tensors, where they are indices or masks that must stay in range), and the
+scalars, dtypes, devices, layouts and memory formats as they were. The probe
+(runner/probe_worker.py) rebuilds the call from it with fresh values, once on CPU and once
+on the device, from the same inputs.
+
+Bounded: a call whose arguments hold something else (a generator, a sparse or quantized
+tensor, a tensor over :data:`MAX_NUMEL` elements) gets no example (the probe reports it
+``not_probed``), and an example longer than :data:`MAX_CHARS` is dropped the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+MAX_NUMEL = 1 << 20  # elements per tensor: the probe allocates each on the device
+MAX_VALUES = 256  # integer/bool tensors up to this size keep their values (indices, masks)
+MAX_CHARS = 8192  # one example, as JSON
+
+
+class Unreplayable(ValueError):
+    """An argument the example format cannot rebuild."""
+
+
+def _tensor_dtypes(value: Any, torch: Any, out: list[str]) -> None:
+    if isinstance(value, torch.Tensor):
+        out.append(str(value.dtype).removeprefix("torch."))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, (torch.Tensor, list, tuple)):
+                _tensor_dtypes(item, torch, out)
+
+
+def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
+    """``aten::add.Tensor(float32,float32)``: the op and its tensor arguments' dtypes, in order."""
+    import torch
+
+    dtypes: list[str] = []
+    _tensor_dtypes(list(args), torch, dtypes)
+    _tensor_dtypes([kwargs[k] for k in sorted(kwargs)], torch, dtypes)
+    return f"{op}({','.join(dtypes)})"
+
+
+def split_key(key: str) -> tuple[str, tuple[str, ...]]:
+    """``aten::add.Tensor(float32,int64)`` -> (``aten::add.Tensor``, (``float32``, ``int64``))."""
+    op, _, rest = key.partition("(")
+    inner = rest.removesuffix(")")
+    return op, tuple(inner.split(",")) if inner else ()
+
+
+def _encode(value: Any, torch: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return _encode_tensor(value, torch)
+    if isinstance(value, (list, tuple)):
+        return {"list": [_encode(v, torch) for v in value]}
+    if isinstance(value, complex):
+        return {"complex": [value.real, value.imag]}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"device": value.type}
+    if isinstance(value, torch.layout):
+        return {"layout": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.memory_format):
+        return {"memory_format": str(value).removeprefix("torch.")}
+    raise Unreplayable(type(value).__name__)
+
+
+def _encode_tensor(t: Any, torch: Any) -> dict[str, Any]:
+    if t.layout != torch.strided or t.is_quantized or t.is_nested or t.device.type == "meta":
+        raise Unreplayable(f"tensor layout {t.layout}")
+    if t.numel() > MAX_NUMEL:
+        raise Unreplayable(f"tensor of {t.numel()} elements")
+    spec: dict[str, Any] = {"tensor": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                            "stride": list(t.stride())}
+    if t.requires_grad:
+        spec["grad"] = True
+    if (t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex())) and t.numel() <= MAX_VALUES:
+        spec["values"] = t.detach().cpu().reshape(-1).tolist() if t.numel() else []
+    return spec
+
+
+def example(args: Iterable[Any], kwargs: dict[str, Any]) -> str | None:
+    """The JSON example of one call, or None when it cannot be replayed (see module doc)."""
+    import torch
+
+    try:
+        text = json.dumps({"args": [_encode(a, torch) for a in args],
+                           "kwargs": {k: _encode(v, torch) for k, v in sorted(kwargs.items())}})
+    except (Unreplayable, ValueError, TypeError, RuntimeError):
+        return None
+    return text if len(text) <= MAX_CHARS else None
+
+
+# --- rebuilding ----------------------------------------------------------------------------
+def _storage_size(shape: list[int], stride: list[int]) -> int:
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+
+
+def _fresh(spec: dict[str, Any], gen: Any, torch: Any) -> Any:
+    dtype = getattr(torch, spec["tensor"])
+    shape, stride = spec["shape"], spec["stride"]
+    if "values" in spec:
+        base = torch.tensor(spec["values"], dtype=dtype).reshape(shape)
+        return base.requires_grad_() if spec.get("grad") else base
+    size = _storage_size(shape, stride)
+    if dtype.is_floating_point or dtype.is_complex:
+        # In [0.5, 1.5): positive and away from zero, so log/sqrt/div give finite results.
+        base = (torch.rand(size, generator=gen, dtype=torch.float64) + 0.5).to(dtype)
+    else:
+        base = torch.zeros(size, dtype=dtype)  # zero: a valid index into any non-empty dim
+    t = base.as_strided(shape, stride)
+    return t.detach().requires_grad_() if spec.get("grad") and (dtype.is_floating_point or dtype.is_complex) else t
+
+
+def _decode(value: Any, gen: Any, torch: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    if "tensor" in value:
+        return _fresh(value, gen, torch)
+    if "list" in value:
+        return [_decode(v, gen, torch) for v in value["list"]]
+    if "complex" in value:
+        return complex(*value["complex"])
+    if "dtype" in value:
+        return getattr(torch, value["dtype"])
+    if "device" in value:
+        return torch.device(value["device"])
+    if "layout" in value:
+        return getattr(torch, value["layout"])
+    if "memory_format" in value:
+        return getattr(torch, value["memory_format"])
+    raise Unreplayable(f"unknown argument spec {sorted(value)}")
+
+
+def rebuild(text: str, seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
+    """Fresh CPU arguments for the example ``text`` (deterministic for a ``seed``)."""
+    import torch
+
+    data = json.loads(text)
+    gen = torch.Generator().manual_seed(seed)
+    return ([_decode(a, gen, torch) for a in data["args"]],
+            {k: _decode(v, gen, torch) for k, v in data["kwargs"].items()})
+
+
+def to_device(value: Any, device: str) -> Any:
+    """``value`` with every tensor moved to ``device`` (strides and aliasing kept) and every
+    ``torch.device`` argument replaced by ``device``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        moved = _move(value, device)
+        return moved.detach().requires_grad_() if value.requires_grad and value.is_leaf else moved
+    if isinstance(value, torch.device):
+        return torch.device(device)
+    if isinstance(value, list):
+        return [to_device(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _move(t: Any, device: str) -> Any:
+    if t.is_contiguous():
+        return t.detach().to(device)
+    # Non-contiguous (expanded, transposed): move the storage and view it the same way, so
+    # the device sees the strides the test had.
+    base = t.detach().as_strided((_storage_size(list(t.shape), list(t.stride())),), (1,), t.storage_offset())
+    return base.to(device).as_strided(t.shape, t.stride())

@@ -1,0 +1,140 @@
+"""Replay captured calls on the device, a subprocess per batch (runner/probe_worker.py).
+
+:func:`probe_calls` splits the calls into batches and runs each in a fresh
+``python -m testcurator.runner.probe_worker``. A call that kills the process (a segfault, an
+abort) or hangs past ``call_timeout`` is the one that was started and has no result: it is
+``crash`` (the process's exit or the hang, and its output's tail, as the error), and the
+batch's remaining calls go on in a new process. A worker that dies before replaying anything
+(the backend does not import) is a setup error, not a finding about any call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from testcurator.errors import ExecutionError
+
+STARTUP_TIMEOUT = 600.0  # a backend may build its extension on first import
+CALL_TIMEOUT = 60.0
+BATCH = 1000  # calls per worker process: each start imports torch and the backend (seconds)
+TAIL = 600
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What replaying one call on the device found (status: testcurator.vocab.PROBE_STATUSES)."""
+
+    call: str
+    status: str
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Where and how to probe: the device, the backend to import, the environment."""
+
+    device: str
+    backend: str | None
+    env: Mapping[str, str]
+    cwd: Path
+    call_timeout: float = CALL_TIMEOUT
+    batch: int = BATCH
+
+
+def probe_calls(calls: Mapping[str, str | None], spec: ProbeSpec,
+                say: Callable[[str], None] = lambda _: None) -> list[ProbeResult]:
+    """A result per call of ``calls`` (key -> example; None: ``not_probed``), in key order."""
+    results = {k: ProbeResult(k, "not_probed", "no replayable example was recorded on CPU")
+               for k, v in calls.items() if v is None}
+    todo = [(k, v) for k, v in sorted(calls.items()) if v is not None]
+    with TemporaryDirectory(prefix="testcurator-probe-") as tmp:
+        runs = 0
+        while todo:
+            batch, todo = todo[: spec.batch], todo[spec.batch:]
+            runs += 1
+            done, left = _run_batch(batch, spec, Path(tmp), runs)
+            results.update({r.call: r for r in done})
+            todo = left + todo
+            say(f"probe: {len(results)} of {len(calls)} calls")
+    return [results[k] for k in sorted(results)]
+
+
+def _run_batch(batch: Sequence[tuple[str, str]], spec: ProbeSpec, tmp: Path,
+               n: int) -> tuple[list[ProbeResult], list[tuple[str, str]]]:
+    """Results of one worker process, and the calls it did not reach."""
+    src, out, log = tmp / f"in-{n}.json", tmp / f"out-{n}.jsonl", tmp / f"log-{n}.txt"
+    src.write_text(json.dumps({"device": spec.device, "backend": spec.backend, "calls": list(batch)}), "utf-8")
+    env = {**os.environ, **spec.env}
+    with log.open("w", encoding="utf-8") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "testcurator.runner.probe_worker", str(src), str(out)],
+                                cwd=spec.cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        hung = _watch(proc, out, spec)
+    lines = _lines(out)
+    started = [d["start"] for d in lines if "start" in d]
+    done = [ProbeResult(d["call"], d["status"], d["error"], d["seconds"]) for d in lines if "call" in d]
+    if not any("ready" in d for d in lines):
+        raise ExecutionError(f"the probe worker did not start on {spec.device!r} (exit {proc.returncode}): "
+                             f"{_tail(log)}")
+    finished = {r.call for r in done}
+    culprit = next((k for k in started if k not in finished), None)
+    if culprit is not None:
+        why = f"hang: no result after {spec.call_timeout:g}s" if hung else f"the process died ({_exit(proc.returncode)})"
+        done.append(ProbeResult(culprit, "crash", f"{why}: {_tail(log)}".strip()[:TAIL]))
+        finished.add(culprit)
+    elif proc.returncode != 0:
+        raise ExecutionError(f"the probe worker exited {proc.returncode} between calls: {_tail(log)}")
+    return done, [(k, v) for k, v in batch if k not in finished]
+
+
+def _watch(proc: subprocess.Popen[Any], out: Path, spec: ProbeSpec) -> bool:
+    """Wait for ``proc``; kill it when a call (or the start) takes too long. True: killed."""
+    last_size, since = -1, time.monotonic()
+    limit = STARTUP_TIMEOUT
+    while proc.poll() is None:
+        size = out.stat().st_size if out.exists() else 0
+        if size != last_size:  # progress: a new line (ready, start or result)
+            last_size, since = size, time.monotonic()
+            limit = STARTUP_TIMEOUT if size == 0 else spec.call_timeout
+        if time.monotonic() - since > limit:
+            proc.kill()
+            proc.wait()
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by the crash
+            break
+    return out
+
+
+def _exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
+
+
+def _tail(log: Path) -> str:
+    text = log.read_text(encoding="utf-8", errors="replace").strip() if log.exists() else ""
+    return text[-TAIL:]

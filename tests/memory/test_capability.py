@@ -1,0 +1,66 @@
+"""The capability table (per backend and torch version) and what it says about each test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testcurator.memory.capability import (
+    CapabilityTable, ProbedInstance, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
+)
+from testcurator.memory.opmap import OpMap
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.runner.probe import ProbeResult
+from testcurator.vocab import TestKey
+
+SORT = "aten::sort.values_stable(int64,int64,int64)"
+ADD = "aten::add.Tensor(float32,float32)"
+
+
+def test_rows_are_kept_per_backend_and_torch_version(tmp_path: Path) -> None:
+    with CapabilityTable(tmp_path, "b1", "2.13.0") as table:
+        table.store([ProbeResult(SORT, "missing_kernel", "Could not run", 0.01), ProbeResult(ADD, "works")])
+    with CapabilityTable(tmp_path, "b1", "2.13.0") as same:
+        assert {k: r.status for k, r in same.results().items()} == {SORT: "missing_kernel", ADD: "works"}
+        assert list(same.gaps()) == [SORT]
+    for other in (CapabilityTable(tmp_path, "b2", "2.13.0"), CapabilityTable(tmp_path, "b1", "2.14.0")):
+        with other:
+            assert other.results() == {}
+
+
+def test_backend_version_follows_the_profile_and_the_sources(tmp_path: Path) -> None:
+    profile, src = tmp_path / "backend.yaml", tmp_path / "csrc"
+    src.mkdir()
+    profile.write_text("name: x\n")
+    (src / "kernels.cpp").write_text("// v1\n")
+    first = backend_version(profile, [src])
+    assert backend_version(profile, [src]) == first
+    (src / "kernels.cpp").write_text("// v2\n")
+    second = backend_version(profile, [src])
+    profile.write_text("name: y\n")
+    assert len({first, second, backend_version(profile, [src])}) == 3
+
+
+def test_probe_evidence_names_the_failing_calls_of_each_instance(tmp_path: Path) -> None:
+    def rec(node: str, dtype: str, calls: tuple[str, ...], device: str | None = "cpu") -> OpRecord:
+        return OpRecord(f"test/test_sort.py::TestSortCPU::{node}", "TestSort::test_sort", "captured", device=device,
+                        dtype=dtype, calls=calls)
+
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text("".join(r.to_json() + "\n" for r in (
+        rec("test_sort_cpu_float32", "float32", (ADD,)), rec("test_sort_cpu_int64", "int64", (ADD, SORT)),
+        rec("test_sort_cpu_int32", "int32", ("aten::abs(int32)",)),
+        # A plain test (no device parameter) runs on CPU on any backend: no probe evidence.
+        OpRecord("test/test_sort.py::TestPlain::test_cpu_only", "TestPlain::test_cpu_only", "captured", calls=(SORT,)))))
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    results = {SORT: ProbeResult(SORT, "missing_kernel", "Could not run"), ADD: ProbeResult(ADD, "works")}
+    found = probe_evidence(opmap, results)
+    opmap.close()
+    assert list(found) == [TestKey.parse("test/test_sort.py::TestSort::test_sort")]
+    ev = found[TestKey.parse("test/test_sort.py::TestSort::test_sort")]
+    assert ev.gaps == {SORT: ("missing_kernel", "Could not run")}
+    assert (ev.works, ev.not_probed) == (1, 1)  # abs(int32) was never probed
+    assert sorted(ev.instances, key=lambda i: i.dtype or "") == [
+        ProbedInstance("float32", None), ProbedInstance("int32", None), ProbedInstance("int64", None, gaps=(SORT,))]
+    path = write_probe_evidence(tmp_path / "probe_evidence.json", found)
+    assert read_probe_evidence(path) == found

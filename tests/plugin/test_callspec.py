@@ -1,0 +1,47 @@
+"""Call keys and replayable examples: what the capture writes is what the probe rebuilds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from testcurator.plugin.callspec import MAX_CHARS, call_key, example, rebuild, split_key, to_device
+
+
+def test_key_names_the_op_and_every_tensor_dtype_in_order() -> None:
+    x, i = torch.ones(2), torch.zeros(2, dtype=torch.long)
+    assert call_key("aten::index.Tensor", (x, [None, i]), {}) == "aten::index.Tensor(float32,int64)"
+    assert call_key("aten::cumsum.out", (x, 0), {"out": x.double()}) == "aten::cumsum.out(float32,float64)"
+    assert split_key("aten::cumsum.out(float32,float64)") == ("aten::cumsum.out", ("float32", "float64"))
+    assert split_key("aten::empty.memory_format()") == ("aten::empty.memory_format", ())
+
+
+def test_rebuild_keeps_shapes_strides_dtypes_scalars_and_small_integer_values() -> None:
+    base = torch.randn(3, 4)
+    args = (base.t(), torch.tensor([2, 0]), 1.5, [0, 1], torch.float16, torch.device("cpu"), None)
+    kwargs = {"out": torch.empty(2, dtype=torch.bfloat16), "expanded": torch.randn(3, 1).expand(3, 5)}
+    text = example(args, kwargs)
+    assert text is not None
+    got, got_kw = rebuild(text)
+    assert got[0].shape == (4, 3) and got[0].stride() == (1, 4) and got[0].dtype == torch.float32
+    assert got[1].tolist() == [2, 0]  # indices keep their values: they must stay in range
+    assert got[2:] == [1.5, [0, 1], torch.float16, torch.device("cpu"), None]
+    assert got_kw["out"].dtype == torch.bfloat16 and got_kw["expanded"].stride() == (1, 0)
+    # The same example gives the same fresh values: CPU and device replay the same inputs.
+    assert torch.equal(rebuild(text)[0][0], got[0])
+    moved = to_device(got, "meta")
+    assert moved[0].device.type == "meta" and moved[0].stride() == (1, 4) and moved[5] == torch.device("meta")
+
+
+@pytest.mark.parametrize("value", [
+    torch.Generator(), torch.randn(4, 4).to_sparse(), torch.empty(1 << 21, dtype=torch.uint8), list(range(5000)),
+], ids=["generator", "sparse", "too many elements", "too long"])
+def test_what_cannot_be_replayed_gets_no_example(value: object) -> None:
+    assert example((value,), {}) is None
+
+
+def test_an_example_is_bounded_json() -> None:
+    text = example((torch.ones(3),), {"dim": 0})
+    assert text is not None and len(text) <= MAX_CHARS and json.loads(text)["kwargs"] == {"dim": 0}
