@@ -69,10 +69,23 @@ class ModuleEdits(_Strict):
     exclude: list[ModuleRef] = Field(default_factory=list)
 
 
+class ParamRef(_Strict):
+    name: str = Field(description="A @parametrize argument of the test, e.g. shape, reduction, inplace.")
+    values: list[str | bool | int | float] = Field(
+        min_length=1,
+        description="Values to exclude, as they appear in instance names (2x3, mean, True, 0_5) or as Python "
+        "literals of the live value ((2, 3), 'mean').")
+
+
+class ParamEdits(_Strict):
+    exclude: list[ParamRef] = Field(default_factory=list)
+
+
 class Edits(_Strict):
     dtypes: DtypeEdits | None = None
     ops: OpEdits | None = None
     modules: ModuleEdits | None = None
+    params: ParamEdits | None = Field(default=None, description="Exclusions by @parametrize value (any argument).")
 
 
 class TestEntry(_Strict):
