@@ -50,6 +50,7 @@ class ResolvedFile:
     entries: tuple[ResolvedEntry, ...]
     location: Location
     by_name: dict[str, ResolvedEntry] = field(default_factory=dict, compare=False, repr=False)
+    labels: tuple[str, ...] = ()  # its document's labels and its own (--curate-labels)
 
     def entry_for(self, generic: str) -> ResolvedEntry | None:
         """The entry naming ``generic`` exactly (never a prefix or substring)."""

@@ -104,12 +104,13 @@ class FileEntry(_Strict):
     path: str = Field(description="Upstream test file; ${TORCH_ROOT} and any ${VAR} expand; relative paths resolve against the torch root.")
     unlisted_test_mode: Mode = Field(default="skip", description="Outcome of every test of this file that no entry lists.")
     global_: Capabilities | None = Field(default=None, alias="global", description="Overrides the top-level capabilities, field by field, for this file.")
+    labels: list[str] = Field(default_factory=list, description="Labels of this file, beside its document's; --curate-labels selects by them.")
     tests: list[TestEntry] = Field(default_factory=list)
 
 
 class SuiteConfig(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list, description="Labels of every file this document lists; --curate-labels selects by them.")
     global_: Capabilities | None = Field(default=None, alias="global")
     unlisted_file_mode: Mode = Field(default="skip", description="Outcome of every test in a collected file that no files entry lists.")
     files: list[FileEntry] = Field(default_factory=list)
