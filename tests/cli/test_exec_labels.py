@@ -5,42 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-
-TEST_FILE = """
-from torch.testing._internal.common_device_type import instantiate_device_type_tests
-from torch.testing._internal.common_utils import TestCase
-
-
-class Test{name}(TestCase):
-    def test_ok(self, device):
-        pass
-
-    def test_also(self, device):
-        pass
-
-
-instantiate_device_type_tests(Test{name}, globals(), only_for="cpu")
-"""
-
-CONFIG = """\
-test_suite_config:
-  labels: [nightly]
-  files:
-    - path: ${TORCH_ROOT}/test_a.py
-      labels: [trunk]
-      unlisted_test_mode: mandatory_success
-    - path: ${TORCH_ROOT}/test_b.py
-      unlisted_test_mode: mandatory_success
-"""
 
 EXE = Path(sys.executable).with_name("testcurator")
 
 
-def test_exec_runs_only_labelled_files_and_says_what_was_left_out(tmp_path: Path) -> None:
-    for name in ("a", "b", "c"):
-        (tmp_path / f"test_{name}.py").write_text(TEST_FILE.format(name=name.upper()))
-    (tmp_path / "curate.yaml").write_text(CONFIG)
+def test_exec_runs_only_labelled_files_and_says_what_was_left_out(
+    tmp_path: Path, write_labelled_tree: Callable[[Path], Path]
+) -> None:
+    write_labelled_tree(tmp_path)
     proc = subprocess.run([str(EXE), "exec", "--config", str(tmp_path / "curate.yaml"), "--torch-root", str(tmp_path),
                            "--labels", "trunk", "--out", str(tmp_path / "out"), "--quiet"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -55,7 +55,6 @@ def _op_db_loaded() -> None:
     # Imported once here so pytester's in-process runs keep it (it restores sys.modules
     # to what was loaded before each run) instead of re-importing torch internals.
     import torch.testing._internal.common_methods_invocations  # noqa: F401
-    import torch._dynamo.output_graph  # noqa: F401  (compile capture imports it; twice fails)
 
 
 def read_lines(path: Path) -> dict[str, dict]:

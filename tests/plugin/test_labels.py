@@ -2,45 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ("pytester",)
 
-FILE = '''
-import torch
-from torch.testing._internal.common_device_type import instantiate_device_type_tests
-from torch.testing._internal.common_utils import TestCase
-
-
-class Test{name}(TestCase):
-    def test_one(self, device):
-        self.assertEqual(torch.ones(1, device=device).item(), 1)
-
-    def test_two(self, device):
-        pass
-
-
-instantiate_device_type_tests(Test{name}, globals(), only_for="cpu")
-'''
-
-CONFIG = """\
-test_suite_config:
-  labels: [nightly]
-  unlisted_file_mode: mandatory_success
-  files:
-    - path: ${TORCH_ROOT}/test_a.py
-      labels: [trunk]
-      unlisted_test_mode: mandatory_success
-    - path: ${TORCH_ROOT}/test_b.py
-      unlisted_test_mode: mandatory_success
-"""
-
 
 @pytest.fixture
-def tree(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("a", "b", "c"):
-        pytester.makepyfile(**{f"test_{name}": FILE.format(name=name.upper())})
-    (pytester.path / "curate.yaml").write_text(CONFIG)
+def tree(pytester: pytest.Pytester, write_labelled_tree: Callable[[Path], Path]) -> pytest.Pytester:
+    write_labelled_tree(pytester.path)
     return pytester
 
 
