@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command, new_group
-from testcurator.cli.options import BackendReq, Branches, ConfigDir, Cron, EventType, Label, OutTarget, Requirement, RunsOn, Shards
+from testcurator.cli.options import (BackendReq, Branches, ConfigDir, Cron, DispatchLabels, EventType, Label, OutTarget,
+                                     Requirement, RunsOn, ScheduleLabels, Shards)
 
 console = Console(highlight=False, soft_wrap=True)
 app = new_group("ci", "Generate CI that runs the curated suite as a sharded matrix.")
@@ -26,6 +27,8 @@ def github_cmd(
     label: Label = "Merged",
     cron: Cron = "0 4 * * *",
     requirement: Requirement = "testcurator",
+    dispatch_labels: DispatchLabels = "",
+    schedule_labels: ScheduleLabels = "",
 ) -> None:
     """Write a workflow: gate the relay's dispatch, nightly and releases; build once; one leg per shard; merge.
 
@@ -37,7 +40,8 @@ def github_cmd(
 
     profile, _ = load_profile(backend, check_paths=False)
     opts = WorkflowOptions(shards=shards, config_dir=config_dir, runs_on=tuple(runs_on or ()), event_type=event_type,
-                           branches=branches, label=label, cron=cron, testcurator_requirement=requirement)
+                           branches=branches, label=label, cron=cron, testcurator_requirement=requirement,
+                           dispatch_labels=dispatch_labels, schedule_labels=schedule_labels)
     atomic_write_text(out, render_github_workflow(profile, opts))
     console.print(f"wrote {out}: {shards} shard(s) on {', '.join(runs_on or ['self-hosted', profile.device.torch_name])}",
                   markup=False)

@@ -9,8 +9,8 @@ ingestion (the lead registers the re-bucketing there).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -21,8 +21,8 @@ from rich.text import Text
 
 from testcurator.cli.commands import command, usage_error
 from testcurator.cli.options import (AllowEmpty, BackendExec, Config, Device, Devices, Durations, ExecutorName, Group,
-                                     MoreResults, OutDir, ProfileDeprecated, Quiet, Results, Retries, Rootdir, Shard, Shards,
-                                     StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers, take_deprecated)
+                                     Labels, MoreResults, OutDir, ProfileDeprecated, Quiet, Results, Retries, Rootdir, Shard,
+                                     Shards, StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers, take_deprecated)
 from testcurator.runner.records import TestRecord
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
@@ -105,6 +105,7 @@ def exec_command(
     executor: ExecutorName = "local",
     profile: ProfileDeprecated = None,
     durations: Durations = None,
+    labels: Labels = None,
 ) -> None:
     """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json to --out.
 
@@ -139,6 +140,7 @@ def exec_command(
                    backend=module, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
     spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
     exec_scale.check_backend_imports(spec, backend_file)
+    spec = replace(spec, extra_args=spec.extra_args + label_args(labels, config))
     progress = NullProgress() if quiet else RichProgress()
     with progress:
         progress.phase("collecting", None)  # from the first second: loading the config, starting pytest
@@ -146,6 +148,9 @@ def exec_command(
     console.print(summary_table(records, f"{len(records)} tests" + (f" (shard {spec.shard})" if spec.shard else "")))
     console.print(f"results: {out / 'results.jsonl'}  junit: {out / 'junit.xml'}  manifest: {out / 'manifest.json'}",
                   markup=False)
+    if labels and config is not None:
+        for line in labels_left_out(config, torch_root, spec.extra_args):
+            console.print(line, markup=False)
     result = verdict(records, allow_empty=allow_empty)
     for line in result.lines(str(out / "results.jsonl")):
         console.print(line, markup=False)
@@ -158,6 +163,31 @@ def _backend_arg(value: Optional[str]) -> tuple[Optional[Path], Optional[str]]:
     if value is None:
         return None, None
     return (Path(value), None) if Path(value).suffix in (".yaml", ".yml") else (None, value)
+
+
+def label_args(labels: Optional[list[str]], config: Optional[Path]) -> tuple[str, ...]:
+    """``--curate-labels`` for ``exec --labels`` (checked before anything runs)."""
+    if not labels:
+        return ()
+    names = [n.strip() for value in labels for n in value.split(",") if n.strip()]
+    if not names:
+        raise usage_error("--labels: give one or more label names")
+    if config is None:
+        raise usage_error("--labels needs --config (labels are written in the config)")
+    return (f"--curate-labels={','.join(dict.fromkeys(names))}",)
+
+
+def labels_left_out(config: Path, torch_root: Optional[Path], extra_args: Sequence[str]) -> list[str]:
+    """What ``--labels`` left out, per config file entry (the pytest log has the test counts)."""
+    from testcurator.config.loader import load_config
+
+    wanted = next(a.split("=", 1)[1].split(",") for a in extra_args if a.startswith("--curate-labels="))
+    loaded = load_config(config, torch_root=torch_root)
+    out = [f"left out by label ({loc.file}:{loc.line}): {f.raw_path} (labels: {', '.join(f.labels) or 'none'})"
+           for f in loaded.files if not set(wanted) & set(f.labels) for loc in [f.location]]
+    kept = len(loaded.files) - len(out)
+    return [f"labels {','.join(wanted)}: {kept} of {len(loaded.files)} config file(s) selected; files the config "
+            "does not list are left out too", *out]
 
 
 def _memory_torch_root(state_dir: Optional[Path]) -> Optional[Path]:

@@ -34,13 +34,13 @@ def ingest_cmd(files: CaptureFiles, state_dir: StateDir = None) -> None:
             note = f", {stats.partial_lines} truncated line(s) skipped" if stats.partial_lines else ""
             typer.echo(
                 f"{path}: {stats.records} record(s) from {stats.files} file(s): "
-                f"{stats.captured} captured, {stats.static} static{note}"
+                f"{stats.captured} captured, {stats.compiled} compile, {stats.static} static{note}"
             )
         counts = opmap.counts()
     finally:
         opmap.close()
     typer.echo(
-        f"op map {opmap.path}: {counts['captured']} captured, {counts['static']} static, "
+        f"op map {opmap.path}: {counts['captured']} captured, {counts['compile']} compile, {counts['static']} static, "
         f"{counts['aten_ops']} distinct aten op(s)"
     )
 
@@ -66,7 +66,8 @@ def tests_for_cmd(
         return
     for hit in hits:
         typer.echo(f"{hit.generic}\t{hit.device or '-'}\t{hit.dtype or '-'}\t{hit.source}\t{hit.nodeid}")
-    typer.echo(f"{len(hits)} test instance(s) use {op}", err=True)
+    # An instance that compiled has two hits (eager and compile): count instances once.
+    typer.echo(f"{len({h.nodeid for h in hits})} test instance(s) use {op}", err=True)
 
 
 def for_test_cmd(

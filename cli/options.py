@@ -184,6 +184,12 @@ SHARDS = _opt("--shards", metavar="N", min=1,
                    "elsewhere: run them on --executor and merge).")
 EXECUTOR = _opt("--executor", metavar="local|ray", choices=("local", "ray"),
                 help="Where shards run: local processes, or a Ray cluster (RAY_ADDRESS, else a local one).")
+LABELS = _opt("--labels", metavar="LABEL",
+              help="Only the config's files carrying one of these labels (config or file `labels:`); repeatable or comma-separated.")
+DISPATCH_LABELS = _opt("--dispatch-labels", metavar="LABEL[,LABEL]",
+                       help="Config labels a relay dispatch (one PR) runs, e.g. trunk (default: every file of its tier).")
+SCHEDULE_LABELS = _opt("--schedule-labels", metavar="LABEL[,LABEL]",
+                       help="Config labels the nightly schedule runs (default: every file of its tier).")
 GROUP = _opt("--group", metavar="NAME", help="Only the config's files of this feature group (see `testcurator shards plan`).")
 TIER = _opt("--tier", metavar="L1|L2|L3", choices=("L1", "L2", "L3"),
             help="L1: the tiers file's fast checks; L2: the whole config; L3: also the held-back tests, as probes.")
@@ -331,6 +337,9 @@ Cron = Annotated[str, CRON.make()]
 Requirement = Annotated[str, REQUIREMENT.make()]
 ExecutorName = Annotated[str, EXECUTOR.make()]
 Group = Annotated[Optional[str], GROUP.make()]
+Labels = Annotated[Optional[list[str]], LABELS.make()]
+DispatchLabels = Annotated[str, DISPATCH_LABELS.make()]
+ScheduleLabels = Annotated[str, SCHEDULE_LABELS.make()]
 Tier = Annotated[Optional[str], TIER.make()]
 TiersFile = Annotated[Optional[Path], TIERS_FILE.make()]
 ProfileDeprecated = Annotated[Optional[Path], PROFILE_DEPRECATED.make()]

@@ -4,7 +4,8 @@ The plugin calls :func:`decide` for every collected item; the runner and the pip
 it to predict outcomes without running pytest. Order of precedence (first that applies):
 
 1. the file is not listed -> the config's ``unlisted_file_mode``;
-2. an ``edits`` exclusion of the item's dtype, op or module -> ``skip`` (that instance only);
+2. an ``edits`` exclusion of the item's dtype, op, module or a @parametrize value -> ``skip``
+   (that instance only);
 3. a declared capability the item needs and the backend lacks -> ``skip``, naming it
    (a dtype added by ``edits.dtypes.include`` is taken as declared by that entry);
 4. the entry's mode, or the file's ``unlisted_test_mode`` when no entry names the test.
@@ -16,6 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile
+from testcurator.config.params import excluded_param
 from testcurator.config.schema import Capabilities, DtypeRef, Edits, OpRef
 from testcurator.errors import Location
 from testcurator.names import TestIdentity
@@ -63,7 +65,8 @@ def excluded_by_edit(edits: Edits | None, ident: TestIdentity) -> str | None:
         for mod in edits.modules.exclude:
             if _norm(mod.name) == _norm(ident.module):
                 return f"module {mod.name} excluded by edits"
-    return None
+    param = excluded_param(edits, ident)
+    return f"parameter {param} excluded by edits" if param else None
 
 
 def _op_dtype_applies(op: OpRef, ident: TestIdentity) -> bool:

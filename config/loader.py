@@ -50,6 +50,7 @@ class ResolvedFile:
     entries: tuple[ResolvedEntry, ...]
     location: Location
     by_name: dict[str, ResolvedEntry] = field(default_factory=dict, compare=False, repr=False)
+    labels: tuple[str, ...] = ()  # its document's labels and its own (--curate-labels)
 
     def entry_for(self, generic: str) -> ResolvedEntry | None:
         """The entry naming ``generic`` exactly (never a prefix or substring)."""
@@ -280,7 +281,23 @@ def validate(paths: Sequence[Path], torch_root: Path | None = None, *, allow_out
                 continue  # already reported: the path does not expand
             where = locate(tree, ("test_suite_config", "files", index, "path"), str(source))
             problems.extend(Problem(where, message) for message in upstream_path_problems(path, root, allow_outside_root))
+            problems.extend(param_name_problems(source, tree, index, entry, path))
     return sorted(problems, key=_problem_order)
+
+
+def param_name_problems(source: Path, tree: Any, index: int, entry: FileEntry, upstream: Path) -> list[Problem]:
+    """``edits.params`` names the test does not take, when the upstream file is at hand."""
+    from testcurator.config.params import parametrized_args, unknown_params
+
+    wanted = [(t, test) for t, test in enumerate(entry.tests) if test.edits and test.edits.params]
+    known = parametrized_args(upstream) if wanted else {}
+    out = []
+    for t_index, test in wanted:
+        for r_index, ref in enumerate(test.edits.params.exclude):  # type: ignore[union-attr]
+            loc = ("test_suite_config", "files", index, "tests", t_index, "edits", "params", "exclude", r_index, "name")
+            for name in test.names:
+                out.extend(Problem(locate(tree, loc, str(source)), m) for m in unknown_params([ref.name], name, known))
+    return out
 
 
 def upstream_path_problems(path: Path, root: Path | None, allow_outside_root: bool) -> list[str]:

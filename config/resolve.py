@@ -8,6 +8,7 @@ dtype both excluded and included, documents that disagree on ``unlisted_file_mod
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ def merge_documents(
             resolved = _resolve_file(source, tree, lines, index, entry, suite.global_, torch_root, check_paths, problems)
             if resolved is None:
                 continue
+            resolved = replace(resolved, labels=tuple(dict.fromkeys([*suite.labels, *entry.labels])))
             key = _key(resolved.resolved_path)
             if key in by_path:
                 first = by_path[key].location

@@ -196,7 +196,8 @@ def capability_lines(caps: Capabilities | None) -> set[str]:
 
 def edit_items(edits: Edits | None) -> tuple[str, ...]:
     """Edits as comparable items: ``exclude dtype bool``, ``include dtype bfloat16``,
-    ``exclude op sub``, ``exclude op add[float32]``, ``exclude module nn.Linear``."""
+    ``exclude op sub``, ``exclude op add[float32]``, ``exclude module nn.Linear``,
+    ``exclude param shape=2x3``."""
     if edits is None:
         return ()
     items = []
@@ -208,6 +209,8 @@ def edit_items(edits: Edits | None) -> tuple[str, ...]:
                   for o in edits.ops.exclude]
     if edits.modules is not None:
         items += [f"exclude module {m.name}" for m in edits.modules.exclude]
+    if edits.params is not None:
+        items += [f"exclude param {p.name}={v}" for p in edits.params.exclude for v in p.values]
     return tuple(sorted(items))
 
 
@@ -224,6 +227,8 @@ def edits_text(edits: Edits | None) -> str | None:
         parts.append("ops " + " ".join(sorted(ops)))
     if edits.modules is not None:
         parts.append("modules " + " ".join(sorted(f"-{m.name}" for m in edits.modules.exclude)))
+    if edits.params is not None:
+        parts.append("params " + " ".join(sorted(f"-{p.name}={v}" for p in edits.params.exclude for v in p.values)))
     return "; ".join(p for p in parts if p.strip()) or None
 
 

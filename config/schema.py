@@ -69,10 +69,23 @@ class ModuleEdits(_Strict):
     exclude: list[ModuleRef] = Field(default_factory=list)
 
 
+class ParamRef(_Strict):
+    name: str = Field(description="A @parametrize argument of the test, e.g. shape, reduction, inplace.")
+    values: list[str | bool | int | float] = Field(
+        min_length=1,
+        description="Values to exclude, as they appear in instance names (2x3, mean, True, 0_5) or as Python "
+        "literals of the live value ((2, 3), 'mean').")
+
+
+class ParamEdits(_Strict):
+    exclude: list[ParamRef] = Field(default_factory=list)
+
+
 class Edits(_Strict):
     dtypes: DtypeEdits | None = None
     ops: OpEdits | None = None
     modules: ModuleEdits | None = None
+    params: ParamEdits | None = Field(default=None, description="Exclusions by @parametrize value (any argument).")
 
 
 class TestEntry(_Strict):
@@ -91,12 +104,13 @@ class FileEntry(_Strict):
     path: str = Field(description="Upstream test file; ${TORCH_ROOT} and any ${VAR} expand; relative paths resolve against the torch root.")
     unlisted_test_mode: Mode = Field(default="skip", description="Outcome of every test of this file that no entry lists.")
     global_: Capabilities | None = Field(default=None, alias="global", description="Overrides the top-level capabilities, field by field, for this file.")
+    labels: list[str] = Field(default_factory=list, description="Labels of this file, beside its document's; --curate-labels selects by them.")
     tests: list[TestEntry] = Field(default_factory=list)
 
 
 class SuiteConfig(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
-    labels: list[str] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list, description="Labels of every file this document lists; --curate-labels selects by them.")
     global_: Capabilities | None = Field(default=None, alias="global")
     unlisted_file_mode: Mode = Field(default="skip", description="Outcome of every test in a collected file that no files entry lists.")
     files: list[FileEntry] = Field(default_factory=list)

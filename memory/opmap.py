@@ -1,8 +1,10 @@
 """The test-to-op map: which aten ops each instantiated test dispatches.
 
-Two sources feed it, kept side by side per node id:
+Three sources feed it, kept side by side per node id:
 - ``captured``: the pytest plugin ran the test under a TorchDispatchMode and recorded the
   aten overloads it dispatched (``aten::add.Tensor``), see ``testcurator.plugin.capture``;
+- ``compile``: for a test that called ``torch.compile``, the aten ops of the graphs it
+  compiled (forward and backward, after AOTAutograd), see ``testcurator.plugin.compile_capture``;
 - ``static``: at collection, before any execution, an ``@ops`` test's OpInfo names its op
   and the aten op behind it (``add`` -> ``aten::add``).
 
@@ -108,6 +110,7 @@ class IngestStats:
     captured: int
     static: int
     partial_lines: int
+    compiled: int = 0  # ``compile`` records: the aten ops of graphs the test compiled
 
 
 class OpMap:
@@ -175,8 +178,9 @@ class OpMap:
                 else:
                     records.append(record)
         self._store(records)
-        captured = sum(r.source == "captured" for r in records)
-        return IngestStats(len(parts), len(records), captured, len(records) - captured, partial)
+        by_source = {src: sum(r.source == src for r in records) for src in SOURCES}
+        return IngestStats(len(parts), len(records), by_source["captured"], by_source["static"], partial,
+                           compiled=by_source["compile"])
 
     def ingest_static(self, records: Iterable[OpRecord]) -> int:
         """Store static records (from collection); returns how many."""

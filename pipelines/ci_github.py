@@ -9,7 +9,9 @@ from an event reaches the shell through ``env:``; the tests check the result aga
 GitHub's workflow schema and with zizmor.
 
 Seed 000's ladder maps onto the triggers: a relay dispatch (one PR) runs tier L1, the
-nightly schedule L2, and workflow_dispatch whichever tier is asked (L3: on demand).
+nightly schedule L2, and workflow_dispatch whichever tier is asked (L3: on demand). Config
+labels narrow a trigger to the files carrying them (``exec --labels``): the seed's
+``labels: [trunk]`` is what a per-PR relay dispatch runs, a nightly may add ``nightly``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ACTIONS = {
     "upload_artifact": "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0",
     "download_artifact": "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c  # v8.0.1",
 }
+_LABELS = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
 _VALUE = re.compile(r"<<([a-z_]+)>>")
 _SCRIPT = re.compile(r"^(?P<indent>[ ]*)<<script:(?P<name>[a-z_.-]+)>>$", re.M)
 
@@ -53,6 +56,8 @@ class WorkflowOptions:
     backend_build: str = "pip wheel --no-deps -w ../dist ."
     dispatch_tier: str = "L1"
     schedule_tier: str = "L2"
+    dispatch_labels: str = ""  # config labels a relay dispatch runs (exec --labels), e.g. "trunk"
+    schedule_labels: str = ""  # ... and the nightly schedule, e.g. "trunk,nightly"
     job_timeout_minutes: int = 120
     exec_args: tuple[str, ...] = field(default_factory=tuple)
 
@@ -71,6 +76,7 @@ def _values(profile: BackendProfile, opts: WorkflowOptions) -> dict[str, Any]:
         "label": opts.label, "label_wait_s": str(opts.label_wait_s), "cron": opts.cron, "torch_repo": opts.torch_repo,
         "testcurator_requirement": opts.testcurator_requirement, "torch_build": opts.torch_build,
         "backend_build": opts.backend_build, "dispatch_tier": opts.dispatch_tier, "schedule_tier": opts.schedule_tier,
+        "dispatch_labels": opts.dispatch_labels, "schedule_labels": opts.schedule_labels,
         "job_timeout_minutes": opts.job_timeout_minutes, **ACTIONS,
     }
 
@@ -81,6 +87,9 @@ def _check(opts: WorkflowOptions) -> None:
     for tier in (opts.dispatch_tier, opts.schedule_tier):
         if tier not in ("L1", "L2", "L3"):
             raise BadInputError(f"tier {tier!r}: expected L1, L2 or L3")
+    for labels in (opts.dispatch_labels, opts.schedule_labels):
+        if labels and not _LABELS.match(labels):
+            raise BadInputError(f"labels {labels!r}: expected names separated by commas (letters, digits, - _ .)")
     try:
         re.compile(opts.branches)
     except re.error as exc:

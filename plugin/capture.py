@@ -30,6 +30,7 @@ from typing import IO, Any
 import pytest
 
 from testcurator.plugin.callspec import call_key, example
+from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts
 
 OPTION = "--curate-capture-ops"
@@ -62,7 +63,9 @@ def configure(config: pytest.Config) -> None:
     out = path if worker is None else path.with_name(f"{path.name}.{worker}")
     # An xdist controller registers it too, harmlessly: it neither collects nor runs
     # tests, so none of the hooks below fire there.
-    config.pluginmanager.register(CapturePlugin(out), PLUGIN_NAME)
+    plugin = CapturePlugin(out)
+    config.pluginmanager.register(plugin, PLUGIN_NAME)
+    config.pluginmanager.register(CompileCapturePlugin(plugin._write, identity_fields), f"{PLUGIN_NAME}-compile")
 
 
 # Module-level hooks so that ``-p testcurator.plugin.capture`` works on its own.
@@ -85,6 +88,12 @@ def _recorder_class() -> type:
         # Without this, an eager torch.cond & co. under the mode raises NotImplementedError;
         # with it, the HOP itself is recorded and runs as usual.
         supports_higher_order_operators = True
+
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            # Without this dynamo falls back to eager under any active mode; with it, a test
+            # really compiles and plugin/compile_capture.py records the compiled graphs.
+            return True
 
         def __init__(self, examples: dict[str, str | None] | None = None) -> None:
             super().__init__()
@@ -227,7 +236,7 @@ class CapturePlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield  # outermost wrapper: sees xfail rewriting by the skipping plugin
         pending = self._pending.setdefault(item.nodeid, _Pending())
-        pending.outcome = _merge_outcome(pending.outcome, report)
+        pending.outcome = merge_outcome(pending.outcome, report)
         if report.when == "teardown":
             del self._pending[item.nodeid]
             self._write(self._captured(item, pending))
@@ -250,7 +259,7 @@ class CapturePlugin:
             self._handle = None
 
 
-def _merge_outcome(previous: str | None, report: pytest.TestReport) -> str:
+def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:
     """One outcome per test from its three phases; the first phase that is not a pass wins."""
     if previous is not None and previous != "passed":
         return previous

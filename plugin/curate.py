@@ -82,10 +82,14 @@ class CuratePlugin:
         self._files: dict[Path, ResolvedFile | None] = {}
         self._decisions: dict[tuple[object, ...], Applied] = {}
         self._probe = config.getoption("curate_tier", None) == "L3"  # plugin/tiers.py
+        self._param_edits = any(e.edits is not None and e.edits.params is not None
+                                for f in loaded.files for e in f.entries)
 
     def _decide(self, file: ResolvedFile | None, ident: TestIdentity) -> Applied:
-        # Instances differing only in @parametrize values share one outcome: decide once.
-        key = (id(file), ident.cls, ident.test, ident.dtype, ident.op, ident.op_variant, ident.module)
+        # Instances differing only in @parametrize values share one outcome (decide once),
+        # unless some entry excludes parameter values.
+        key = (id(file), ident.cls, ident.test, ident.dtype, ident.op, ident.op_variant, ident.module,
+               ident.params if self._param_edits else ())
         applied = self._decisions.get(key)
         if applied is None:
             applied = decide(self.loaded, file, ident)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.plugin import capture, events, shard, tiers
+from testcurator.plugin import capture, events, labels, shard, tiers
 
-_EXTENSIONS = (capture, events, tiers, shard)
+_EXTENSIONS = (capture, events, tiers, shard, labels)
 
 
 def _existing_path(value: str) -> Path:

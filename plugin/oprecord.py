@@ -2,7 +2,8 @@
 
 ``--curate-capture-ops FILE`` appends one :class:`OpRecord` (JSON) per instantiated test:
 ``source="captured"`` when the test ran under the op-recording dispatch mode (the aten ops
-it dispatched and its outcome), ``source="static"`` under ``--collect-only`` (the OpInfo
+it dispatched and its outcome), ``source="compile"`` beside it when the test compiled (the
+aten ops of the graphs it compiled, plugin/compile_capture.py), ``source="static"`` under ``--collect-only`` (the OpInfo
 op, and the aten op behind it). Under pytest-xdist each worker writes its own part
 ``FILE.gw0``, ``FILE.gw1``...: :func:`capture_parts` finds them, :func:`read_records` reads
 one file. This module needs no torch and no pytest.
@@ -20,7 +21,7 @@ from typing import Any
 from testcurator.errors import BadInputError, Location
 from testcurator.vocab import normalize_op
 
-SOURCES = ("captured", "static")
+SOURCES = ("captured", "compile", "static")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 # No test may reach the network; the embedding model is loaded from its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -15,3 +19,48 @@ import torch.testing._internal.common_device_type  # noqa: E402,F401
 import torch.testing._internal.common_methods_invocations  # noqa: E402,F401
 import torch.testing._internal.common_modules  # noqa: E402,F401
 import torch.testing._internal.common_utils  # noqa: E402,F401
+import torch._dynamo.output_graph  # noqa: E402,F401  (op capture's compile path imports it)
+
+
+LABELLED_TEST_FILE = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class Test{name}(TestCase):
+    def test_one(self, device):
+        self.assertEqual(torch.ones(1, device=device).item(), 1)
+
+    def test_two(self, device):
+        pass
+
+
+instantiate_device_type_tests(Test{name}, globals(), only_for="cpu")
+"""
+
+LABELLED_CONFIG = """\
+test_suite_config:
+  labels: [nightly]
+  unlisted_file_mode: mandatory_success
+  files:
+    - path: ${TORCH_ROOT}/test_a.py
+      labels: [trunk]
+      unlisted_test_mode: mandatory_success
+    - path: ${TORCH_ROOT}/test_b.py
+      unlisted_test_mode: mandatory_success
+"""
+
+
+@pytest.fixture
+def write_labelled_tree() -> Callable[[Path], Path]:
+    """Writes test_a.py (labels nightly, trunk), test_b.py (nightly), test_c.py (not listed)
+    and curate.yaml under a folder; returns the config's path."""
+
+    def write(root: Path) -> Path:
+        for name in ("a", "b", "c"):
+            (root / f"test_{name}.py").write_text(LABELLED_TEST_FILE.format(name=name.upper()))
+        (root / "curate.yaml").write_text(LABELLED_CONFIG)
+        return root / "curate.yaml"
+
+    return write

@@ -1,7 +1,7 @@
 set -euo pipefail
 api() { curl -fsSL -H "Authorization: Bearer ${GH_TOKEN}" -H "Accept: application/vnd.github+json" "https://api.github.com/repos/${TORCH_REPO}/$1"; }
 printf '%s\n' "${PAYLOAD_JSON}" > payload.json
-run=false; sha=""; pr=""; tier="${DISPATCH_TIER}"
+run=false; sha=""; pr=""; tier="${DISPATCH_TIER}"; labels="${DISPATCH_LABELS}"
 case "${EVENT_NAME}" in
   repository_dispatch)
     action=$(jq -r '.payload.action // ""' payload.json)
@@ -27,7 +27,7 @@ case "${EVENT_NAME}" in
     fi
     ;;
   schedule)
-    tier="${SCHEDULE_TIER}"
+    tier="${SCHEDULE_TIER}"; labels="${SCHEDULE_LABELS}"
     nightly=$(api "commits?sha=nightly&per_page=1" | jq -r '.[0].sha // empty')
     if [ -z "${nightly}" ]; then echo "::error::Could not resolve HEAD for ${TORCH_REPO}@nightly"; exit 1; fi
     message=$(api "commits/${nightly}" | jq -r '.commit.message')
@@ -36,13 +36,13 @@ case "${EVENT_NAME}" in
     echo "Resolved ${TORCH_REPO}@nightly -> source ${sha}"
     ;;
   workflow_dispatch)
-    tier="${INPUT_TIER}"
+    tier="${INPUT_TIER}"; labels="${INPUT_LABELS}"
     sha=$(api "commits/${INPUT_REF}" | jq -r '.sha // empty')
     if [ -z "${sha}" ]; then echo "::error::Could not resolve ${TORCH_REPO}@${INPUT_REF}"; exit 1; fi
     echo "Resolved ${TORCH_REPO}@${INPUT_REF} -> ${sha}"
     ;;
 esac
 [ -n "${sha}" ] && run=true
-{ echo "run=${run}"; echo "torch_sha=${sha}"; echo "tier=${tier}"; echo "pr_number=${pr}"; } >> "${GITHUB_OUTPUT}"
-jq -n --arg event "${EVENT_NAME}" --arg sha "${sha}" --arg tier "${tier}" --arg pr "${pr}" \
-  --slurpfile payload payload.json '{event: $event, torch_sha: $sha, tier: $tier, pr_number: $pr, payload: $payload[0]}' > dispatch.json
+{ echo "run=${run}"; echo "torch_sha=${sha}"; echo "tier=${tier}"; echo "labels=${labels}"; echo "pr_number=${pr}"; } >> "${GITHUB_OUTPUT}"
+jq -n --arg event "${EVENT_NAME}" --arg sha "${sha}" --arg tier "${tier}" --arg labels "${labels}" --arg pr "${pr}" \
+  --slurpfile payload payload.json '{event: $event, torch_sha: $sha, tier: $tier, labels: $labels, pr_number: $pr, payload: $payload[0]}' > dispatch.json

@@ -307,9 +307,13 @@ def test_config_edits_name_members_of_the_slices(collected: dict[str, Any], conf
                     pool = {"ops": ops, "modules": modules}.get(kind)
                     if pool is not None:
                         assert ref["name"] in pool, f"{kind} edit names {ref['name']}, not in the slice"
+                    if kind == "params":  # a parameter edit names a value some instance has
+                        values = {v for r in collected["items"].values() if r.get("generic") == test["names"][0]
+                                  for k, v in r.get("params", []) if k == ref["name"]}
+                        assert values, f"params edit names {ref['name']}, which {test['names'][0]} does not take"
     declared_ops = {o["name"] for o in config["global"]["supported_ops"]}
     assert declared_ops <= ops
-    assert seen_edits == {"dtypes", "ops", "modules"}
+    assert seen_edits == {"dtypes", "ops", "modules", "params"}
 
 
 def test_config_validates_and_uses_every_feature(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,7 +68,7 @@ def test_shape_of_the_seed(workflow: Path) -> None:
     data = load(workflow)
     assert data["on"]["repository_dispatch"]["types"] == ["pytorch-pr"]
     assert data["on"]["schedule"][0]["cron"] == "0 4 * * *"
-    assert set(data["on"]["workflow_dispatch"]["inputs"]) == {"pytorch_ref", "tier"}
+    assert set(data["on"]["workflow_dispatch"]["inputs"]) == {"pytorch_ref", "tier", "labels"}
     jobs = data["jobs"]
     assert list(jobs) == ["gate", "build", "test", "merge"]
     assert jobs["test"]["strategy"]["matrix"]["shard"] == [1, 2, 3, 4]
@@ -132,7 +132,8 @@ def gate(tmp_path: Path, event: str, payload: dict | None = None, **env: str) ->
     full = {"PATH": f"{fake}:{os.environ['PATH']}", "GITHUB_OUTPUT": str(output), "EVENT_NAME": event,
             "PAYLOAD_JSON": json.dumps(payload) if payload is not None else "null", "INPUT_REF": "", "INPUT_TIER": "",
             "GH_TOKEN": "t", "TORCH_REPO": "pytorch/pytorch", "BRANCHES": "main|release/.+", "REQUIRED_LABEL": "Merged",
-            "LABEL_WAIT_S": "60", "DISPATCH_TIER": "L1", "SCHEDULE_TIER": "L2", **env}
+            "LABEL_WAIT_S": "60", "DISPATCH_TIER": "L1", "SCHEDULE_TIER": "L2",
+            "DISPATCH_LABELS": "", "SCHEDULE_LABELS": "", "INPUT_LABELS": "", **env}
     proc = subprocess.run(["bash", str(TEMPLATES / "gate.sh")], cwd=tmp_path, env=full, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -141,7 +142,7 @@ def gate(tmp_path: Path, event: str, payload: dict | None = None, **env: str) ->
 
 def test_gate_runs_merged_prs_to_main_at_the_merge_commit(tmp_path: Path) -> None:
     out = gate(tmp_path, "repository_dispatch", _pr())
-    assert out == {"run": "true", "torch_sha": "e" * 40, "tier": "L1", "pr_number": "123"}
+    assert out == {"run": "true", "torch_sha": "e" * 40, "tier": "L1", "labels": "", "pr_number": "123"}
     recorded = json.loads((tmp_path / "dispatch.json").read_text())
     assert recorded["payload"] == _pr() and recorded["torch_sha"] == "e" * 40
 
@@ -173,4 +174,31 @@ def test_gate_resolves_the_nightly_source_sha(tmp_path: Path) -> None:
 
 def test_gate_resolves_a_release_branch(tmp_path: Path) -> None:
     out = gate(tmp_path, "workflow_dispatch", INPUT_REF="release/2.14", INPUT_TIER="L3")
-    assert out == {"run": "true", "torch_sha": "c" * 40, "tier": "L3", "pr_number": ""}
+    assert out == {"run": "true", "torch_sha": "c" * 40, "tier": "L3", "labels": "", "pr_number": ""}
+
+
+@pytest.mark.parametrize(("event", "payload", "env", "labels"), [
+    ("repository_dispatch", _pr(), {"DISPATCH_LABELS": "trunk", "SCHEDULE_LABELS": "trunk,nightly"}, "trunk"),
+    ("schedule", None, {"DISPATCH_LABELS": "trunk", "SCHEDULE_LABELS": "trunk,nightly"}, "trunk,nightly"),
+    ("workflow_dispatch", None, {"DISPATCH_LABELS": "trunk", "INPUT_REF": "release/2.14", "INPUT_TIER": "L2",
+                                 "INPUT_LABELS": "slow"}, "slow"),
+])
+def test_gate_picks_the_labels_of_the_trigger(tmp_path: Path, event: str, payload: dict | None, env: dict,
+                                              labels: str) -> None:
+    out = gate(tmp_path, event, payload, **env)
+    assert out["labels"] == labels
+    assert json.loads((tmp_path / "dispatch.json").read_text())["labels"] == labels
+
+
+def test_labels_reach_exec(tmp_path: Path) -> None:
+    out = tmp_path / "wf.yml"
+    proc = subprocess.run([str(BIN / "testcurator"), "ci", "github", "--backend", str(PROFILE), "--shards", "2",
+                           "--dispatch-labels", "trunk", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert 'DISPATCH_LABELS: "trunk"' in text and 'SCHEDULE_LABELS: ""' in text
+    assert 'labels=(--labels "${LABELS}")' in text and "LABELS: ${{ needs.gate.outputs.labels }}" in text
+    bad = subprocess.run([str(BIN / "testcurator"), "ci", "github", "--backend", str(PROFILE), "--shards", "2",
+                          "--dispatch-labels", "trunk;rm -rf", "--out", str(tmp_path / "bad.yml")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and not (tmp_path / "bad.yml").exists()

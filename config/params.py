@@ -1,0 +1,124 @@
+"""``edits.params``: exclusions by the value of any ``@parametrize`` argument.
+
+A config names a value the way a reader finds it: as it appears in instance names
+(``test_pool_shape_2x3_reduction_mean_cpu`` -> ``2x3``, ``mean``), or as the Python literal
+of the live value (``(2, 3)``, ``'mean'``). An instance's identity keeps each parameter as
+the ``repr`` of its live value (core/names.py); :func:`value_forms` derives from it every
+form PyTorch's naming produces: the value itself (``mean``, ``3``, ``True``), with ``.``
+made ``_`` (``0_5``, as ``parametrize`` writes floats), and a sequence joined by ``x``
+(``2x3``, the usual ``subtest(..., name=...)`` spelling of a shape).
+
+``validate`` with the upstream file at hand checks each excluded parameter name against the
+test's ``@parametrize`` arguments, read with :mod:`ast` (never imported).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from testcurator.config.schema import Edits
+from testcurator.names import TestIdentity
+
+PARAMETRIZE_DECORATORS = frozenset({"parametrize", "parametrize_test"})
+
+
+@lru_cache(maxsize=4096)
+def value_forms(text: str) -> frozenset[str]:
+    """Every spelling of a parameter value whose ``repr`` is ``text``."""
+    forms = {text}
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return frozenset(forms)  # torch.float32, <function ...>: the repr is all there is
+    forms |= {str(value), str(value).replace(".", "_")}
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool)) for v in value):
+        forms.add("x".join(str(v) for v in value))
+    return frozenset(forms)
+
+
+def config_value(value: Any) -> str:
+    return str(value)
+
+
+def excluded_param(edits: Edits | None, ident: TestIdentity) -> str | None:
+    """``shape=2x3`` when ``edits.params`` excludes one of the instance's values."""
+    if edits is None or edits.params is None or not ident.params:
+        return None
+    given = dict(ident.params)
+    for ref in edits.params.exclude:
+        text = given.get(ref.name)
+        if text is None:
+            continue
+        forms = value_forms(text)
+        for value in ref.values:
+            if config_value(value) in forms:
+                return f"{ref.name}={config_value(value)}"
+    return None
+
+
+def parametrized_args(path: Path) -> dict[str, frozenset[str]]:
+    """``Class::test`` -> its ``@parametrize`` argument names, for every test in ``path``
+    that has one (read with ast; empty when unreadable)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return {}
+    return _parametrized_args(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def _decorator_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
+    """Names from ``@parametrize("a,b", ...)``; None when one is not a string literal."""
+    names: set[str] = set()
+    for deco in fn.decorator_list:
+        if not isinstance(deco, ast.Call):
+            continue
+        func = deco.func
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if called not in PARAMETRIZE_DECORATORS or not deco.args:
+            continue
+        first = deco.args[0]
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            return None
+        names |= {n.strip() for n in first.value.split(",") if n.strip()}
+    return names
+
+
+@lru_cache(maxsize=64)
+def _parametrized_args(path: str, mtime_ns: int, size: int) -> dict[str, frozenset[str]]:
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+    def tests(name: str, seen: frozenset[str] = frozenset()) -> dict[str, frozenset[str]]:
+        node = classes.get(name)
+        if node is None or name in seen:
+            return {}
+        out: dict[str, frozenset[str]] = {}
+        for base in node.bases:
+            if isinstance(base, ast.Name):
+                out.update(tests(base.id, seen | {name}))
+        for fn in node.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("test"):
+                found = _decorator_args(fn)
+                if found is None:  # a computed name list: any argument of the function may be one
+                    found = {a.arg for a in fn.args.args[1:]}
+                out[fn.name] = frozenset(found)
+        return out
+
+    return {f"{cls}::{test}": args for cls in classes for test, args in tests(cls).items()}
+
+
+def unknown_params(names: Iterable[str], generic: str, known: dict[str, frozenset[str]]) -> list[str]:
+    """A message per parameter name the test does not take (nothing when the test is not found)."""
+    if generic not in known:
+        return []
+    args = known[generic]
+    have = f"its @parametrize arguments: {', '.join(sorted(args))}" if args else "it has no @parametrize arguments"
+    return [f"unknown parameter {name!r} for {generic} ({have})" for name in names if name not in args]
