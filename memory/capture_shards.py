@@ -111,7 +111,7 @@ def timings(events: Path) -> tuple[TestRecord, ...]:
                     seconds[nodeid], outcome[nodeid] = 0.0, "passed"
                 elif kind == "report" and nodeid in seconds and event.get("when") != "???":
                     seconds[nodeid] += float(event.get("duration") or 0.0)
-                    if event.get("outcome") in ("failed", "skipped") and outcome[nodeid] == "passed":
+                    if event.get("outcome", "passed") != "passed" and outcome[nodeid] == "passed":
                         outcome[nodeid] = event["outcome"]
                 elif kind == "finish" and nodeid in seconds:
                     finished.append(nodeid)

@@ -25,7 +25,7 @@ from testcurator.memory.capability import (
 )
 from testcurator.memory.opmap import OpMap
 from testcurator.runner.probe import ProbeSpec, probe_calls
-from testcurator.vocab import PROBE_STATUSES
+from testcurator.vocab import PROBE_STATUSES, XFAIL_MODES
 
 PROBE_EVIDENCE = "probe_evidence.json"
 
@@ -90,7 +90,7 @@ def draft_skips(decision: Decision, evidence: ProbeEvidence | None) -> bool:
     """Whether the draft may leave ``decision``'s test out: it is predicted not to pass, and
     every instance the decision keeps makes a call the device lacks, so running it would only
     show the failure the probe already found (the verification run still runs it)."""
-    if evidence is None or decision.mode in ("mandatory_success", "skip") or not evidence.instances:
+    if evidence is None or decision.mode not in XFAIL_MODES or not evidence.instances:
         return False
     kept = [i for i in evidence.instances if i.dtype not in decision.exclude_dtypes
             and i.op not in decision.exclude_ops and i.module not in decision.exclude_modules]

@@ -35,6 +35,7 @@ from testcurator.memory.opmap import OpRecord
 from testcurator.names import TestIdentity
 from testcurator.sharding import estimate, file_of
 from testcurator.tiers import TIERS_FILE, tier_key
+from testcurator.vocab import XFAIL_MODES
 
 HELD_BACK = ("edit", "capability")
 
@@ -157,7 +158,7 @@ def plan_tiers(
             old = candidates.get(key)
             ops = frozenset(record.aten) | (old.ops if old else frozenset())
             candidates[key] = Candidate(key, record.nodeid, ops, costs[record.nodeid] + (old.cost if old else 0.0))
-        elif applied.mode in ("xfail", "xfail_strict"):
+        elif applied.mode in XFAIL_MODES:
             plan.l2[key] = plan.l2.get(key, 0.0) + costs[record.nodeid]
         elif applied.origin in HELD_BACK:
             plan.l3_extra[key] = plan.l3_extra.get(key, 0.0) + costs[record.nodeid]
