@@ -32,7 +32,7 @@ from testcurator.memory.paths import memory_db_path
 from testcurator.memory.stage import EVIDENCE, delta_keyword
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
-from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, draft_skips, run_probe
+from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
@@ -155,11 +155,12 @@ def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
 
 
 def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
-    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes),
-    except predicted failures the probe already showed (:func:`draft_skips`)."""
+    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes).
+
+    Predicted failures run too: a prediction from the CPU capture is confirmed or overturned
+    here, never emitted on its own (see pipelines/probe.py)."""
     root = store.path(EXEC_CONFIG)
     broken = not_importing(store)
-    probed = _probe(store)
     for rel in files:
         if rel in broken:
             continue  # nothing of it can run; its collection error would only repeat
@@ -168,8 +169,7 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
         specs = []
         for decision in store.read_decisions("bucket", rel) or []:
             spec = emitter.entry_for(decision)
-            known = draft_skips(decision, probed.get(TestKey.of(rel, decision.test)))
-            mode = "skip" if spec.mode == "skip" or known else "mandatory_success"
+            mode = "skip" if spec.mode == "skip" else "mandatory_success"
             specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
         editor.update(raw_path(rel), specs)
         editor.save()
@@ -216,12 +216,8 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
-    probed = _probe(store)
-    for d in previous:  # left out of the draft (skipped there): no result, the prediction stands
-        key = TestKey.of(rel, d.test)
-        if draft_skips(d, probed.get(key)):
-            executions.pop(key, None)
     return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
+
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
