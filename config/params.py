@@ -45,6 +45,48 @@ def config_value(value: Any) -> str:
     return str(value)
 
 
+def spelling(text: str, others: Iterable[str] = ()) -> str | None:
+    """The config value that names the parameter value whose ``repr`` is ``text`` and none of
+    ``others`` (the reprs of the argument's other values): the readable form when it is
+    unambiguous (``mean``, ``3``, ``2x3``), else the Python literal itself (``'3'`` beside 3);
+    None when every spelling of it also names another value (3 beside ``'3'``)."""
+    rivals = [o for o in others if o != text]
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    readable = []
+    if isinstance(value, (tuple, list)):
+        readable.append("x".join(str(v) for v in value))
+    elif isinstance(value, (str, int, float, bool)):
+        readable.append(str(value))
+    for candidate in (*readable, text):
+        if candidate in value_forms(text) and not any(candidate in value_forms(o) for o in rivals):
+            return candidate
+    return None
+
+
+def param_ref(name: str, value: str) -> str:
+    """``shape=2x3``: one excluded value as decisions and review name it."""
+    return f"{name}={value}"
+
+
+def split_param_ref(ref: str) -> tuple[str, str]:
+    """The inverse of :func:`param_ref` (an argument name never holds ``=``)."""
+    name, _, value = ref.partition("=")
+    return name, value
+
+
+def excludes(refs: Iterable[str], params: Iterable[tuple[str, str]]) -> bool:
+    """Whether one of ``refs`` (``name=value``) names one of an instance's ``params``."""
+    given = dict(params)
+    for ref in refs:
+        name, value = split_param_ref(ref)
+        if name in given and value in value_forms(given[name]):
+            return True
+    return False
+
+
 def excluded_param(edits: Edits | None, ident: TestIdentity) -> str | None:
     """``shape=2x3`` when ``edits.params`` excludes one of the instance's values."""
     if edits is None or edits.params is None or not ident.params:
