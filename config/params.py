@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -27,14 +28,23 @@ from testcurator.names import TestIdentity
 PARAMETRIZE_DECORATORS = frozenset({"parametrize", "parametrize_test"})
 
 
+# ``<class 'mod.Name'>``, ``<function name at 0x7f...>``: the name is the stable part.
+_NAMED_REPR = re.compile(r"^<(?:class '([\w.]+)'|function ([\w.<>]+) at 0x[0-9a-f]+)>$")
+# A repr carrying an address differs in every process: no config value can name it.
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
 @lru_cache(maxsize=4096)
 def value_forms(text: str) -> frozenset[str]:
     """Every spelling of a parameter value whose ``repr`` is ``text``."""
     forms = {text}
+    named = _NAMED_REPR.match(text)
+    if named:  # a class or function (``name_fn=lambda x: x.__name__`` is PyTorch's idiom)
+        return frozenset({text, (named.group(1) or named.group(2)).rsplit(".", 1)[-1]})
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return frozenset(forms)  # torch.float32, <function ...>: the repr is all there is
+        return frozenset(forms)  # torch.float32, <object at 0x...>: the repr is all there is
     forms |= {str(value), str(value).replace(".", "_")}
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool)) for v in value):
         forms.add("x".join(str(v) for v in value))
@@ -55,12 +65,12 @@ def spelling(text: str, others: Iterable[str] = ()) -> str | None:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         value = None
-    readable = []
+    readable = sorted(value_forms(text) - {text}) if _NAMED_REPR.match(text) else []
     if isinstance(value, (tuple, list)):
         readable.append("x".join(str(v) for v in value))
     elif isinstance(value, (str, int, float, bool)):
         readable.append(str(value))
-    for candidate in (*readable, text):
+    for candidate in (*readable, *(() if _ADDRESS.search(text) else (text,))):
         if candidate in value_forms(text) and not any(candidate in value_forms(o) for o in rivals):
             return candidate
     return None

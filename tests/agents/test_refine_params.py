@@ -100,7 +100,11 @@ def test_exclusion_spelled_so_it_names_that_value_only() -> None:
     ("True", ["False"], "True"),
     ("'3'", ["3"], "'3'"),
     ("3", ["'3'"], None),  # "3" also names the string '3': nothing names the int alone
-    ("<class 'set'>", ["<class 'frozenset'>"], "<class 'set'>"),
+    # Classes and functions by name (name_fn=lambda x: x.__name__, upstream dynamo/test_sets.py).
+    ("<class 'set'>", ["<class 'frozenset'>"], "set"),
+    ("<class 'test_sets.SetSubclass'>", ["<class 'set'>"], "SetSubclass"),
+    ("<function relu at 0x7f3a2c>", ["<function gelu at 0x7f3a2d>"], "relu"),
+    ("<Pool object at 0x7f3a2c>", [], None),  # the address differs in every process
     ("torch.float32", [], "torch.float32"),
 ])
 def test_spelling(text: str, others: list[str], expected: str | None) -> None:
