@@ -23,7 +23,7 @@ BACKEND = Path(__file__).resolve().parents[2] / "examples" / "backend" / "backen
 UPSTREAM = textwrap.dedent('''
     import torch
     from torch.testing._internal.common_device_type import instantiate_device_type_tests
-    from torch.testing._internal.common_utils import TestCase, parametrize, run_tests
+    from torch.testing._internal.common_utils import TestCase, parametrize
 
 
     def _shape_name(shape):
@@ -46,9 +46,6 @@ UPSTREAM = textwrap.dedent('''
 
 
     instantiate_device_type_tests(TestReduceParams, globals())
-
-    if __name__ == "__main__":
-        run_tests()
 ''')
 
 DRAFT = """\
