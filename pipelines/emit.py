@@ -20,6 +20,7 @@ from testcurator.agents.decision import Decision
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.layout import config_path, raw_path
 from testcurator.config.loader import load_config
+from testcurator.config.params import split_param_ref
 from testcurator.config.profile import BackendProfile
 from testcurator.config.schema import Edits
 from testcurator.files import atomic_write_text
@@ -59,7 +60,18 @@ def entry_for(decision: Decision) -> EntrySpec:
         edits["ops"] = {"exclude": [{"name": o} for o in sorted(decision.exclude_ops)]}
     if decision.exclude_modules:
         edits["modules"] = {"exclude": [{"name": m} for m in sorted(decision.exclude_modules)]}
+    if decision.exclude_params:
+        edits["params"] = {"exclude": param_exclusions(decision.exclude_params)}
     return EntrySpec((decision.test,), decision.mode, f"{reason} [{decision.brain}]", edits or None)
+
+
+def param_exclusions(refs: Sequence[str]) -> list[dict[str, Any]]:
+    """``shape=2x3`` refs as ``edits.params.exclude`` items, one per argument, in order."""
+    values: dict[str, list[str]] = {}
+    for ref in sorted(refs):
+        name, value = split_param_ref(ref)
+        values.setdefault(name, []).append(value)
+    return [{"name": name, "values": vals} for name, vals in values.items()]
 
 
 def capabilities(profile: BackendProfile) -> dict[str, Any] | None:
