@@ -19,6 +19,7 @@ FLIP = "aten::flip(float32)"
 MISSING = ("missing_kernel", "NotImplementedError: Could not run 'aten::sort.values_stable' with arguments from the "
            "'curatedev' backend.")
 CRASH = ("crash", "the process died (signal SIGABRT)")
+PIN = "aten::_pin_memory(float32)"
 
 
 def I(dtype: str, op: str | None, gaps: tuple[str, ...] = (), module: str | None = None) -> ProbedInstance:  # noqa: E743
@@ -55,6 +56,11 @@ CASES = {
         ProbeEvidence({"aten::abs(float64)": ("unsupported_dtype", "Double")},
                       (I("float32", None), I("float64", None, ("aten::abs(float64)",)))), "mandatory_success", (), ()),
     "every call works": (ProbeEvidence({}, (I("float32", None), I("int64", None)), 7), "mandatory_success", (), ()),
+    # A plain test (one instance, no dtype) whose host call fails: pinning without a pinned
+    # host allocator for the backend's device (callspec.HOST_CALLS).
+    "a plain test's failing host call": (
+        ProbeEvidence({PIN: ("error", "NotImplementedError: You should register `PrivateUse1HooksInterface`")},
+                      (ProbedInstance(None, None, None, (PIN,)),)), "xfail_strict", (), ()),
 }
 
 
