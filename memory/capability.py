@@ -143,6 +143,12 @@ class ProbeEvidence:
                    works=int(data.get("works", 0)), not_probed=int(data.get("not_probed", 0)))
 
 
+def device_calls(inst: InstanceCalls) -> InstanceCalls:
+    """``inst`` with the calls the device's capabilities decide: all of a device-generic
+    instance's; a plain test's host calls only (see :func:`probe_evidence`)."""
+    return inst if inst.device is not None else replace(inst, calls=tuple(c for c in inst.calls if is_host_call(c)))
+
+
 def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
     """Per ``file::Class::test`` with captured calls, what the table says about them.
 
@@ -151,9 +157,7 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[Tes
     CPU in the capture and run on CPU on the backend's CI too, so the device's gaps do not
     touch them."""
     per_test: dict[TestKey, list[InstanceCalls]] = {}
-    for inst in opmap.instance_calls():
-        if inst.device is None:
-            inst = replace(inst, calls=tuple(c for c in inst.calls if is_host_call(c)))
+    for inst in map(device_calls, opmap.instance_calls()):
         if inst.calls:
             per_test.setdefault(TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic), []).append(inst)
     out: dict[TestKey, ProbeEvidence] = {}
