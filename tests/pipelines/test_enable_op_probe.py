@@ -8,14 +8,14 @@ enable-op replays the admitted tests' calls itself.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
 from testcurator.cli.main import main
-from testcurator.memory.opmap import OpMap
+from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.pipelines.enable_op import EnableOptions, enable_op
 from testcurator.plugin.callspec import call_key, example
 
@@ -25,26 +25,13 @@ BACKEND = REPO / "examples" / "backend" / "backend.yaml"
 NN = "test/test_nn_modules.py"
 FORWARD, REPR = f"{NN}::TestModule::test_forward", f"{NN}::TestModule::test_repr"
 
-NN_YAML = """\
-test_suite_config:
-  schema_version: 1
-  files:
-    - path: ${TORCH_ROOT}/test/test_nn_modules.py
-      unlisted_test_mode: skip
-      tests:
-        # Xfail strict: failed with unsupported_op (`Could not run 'aten::dot' with arguments`).
-        - names:
-            - TestModule::test_forward
-          mode: xfail_strict
-          edits:
-            dtypes:
-              exclude:
-                - name: float64
-        # Xfail strict: failed with unsupported_op (`Could not run 'aten::dot' with arguments`).
-        - names:
-            - TestModule::test_repr
-          mode: xfail_strict
-"""
+# The entries as the pipeline writes them; their reasons name aten::dot alone.
+ENTRIES = [
+    EntrySpec(("TestModule::test_forward",), "xfail_strict", "Xfail strict: the probe replayed aten::dot(float32,float32) "
+              "on curatedev: missing_kernel. [offline]", {"dtypes": {"exclude": [{"name": "float64"}]}}),
+    EntrySpec(("TestModule::test_repr",), "xfail_strict", "Xfail strict: every variant failed with unsupported_op "
+              "(`Could not run 'aten::dot'`). [offline]"),
+]
 
 
 def _record(test: str, dtype: str) -> dict[str, object]:
@@ -60,15 +47,11 @@ RECORDS = [_record("test_forward", "float32"), _record("test_forward", "float64"
 
 
 @pytest.fixture()
-def setup(tmp_path: Path) -> tuple[Path, Path]:
-    configs, state = tmp_path / "configs", tmp_path / "state"
-    (configs / "test").mkdir(parents=True)
-    (configs / "test" / "test_nn_modules.yaml").write_text(NN_YAML, encoding="utf-8")
-    capture = tmp_path / "ops.jsonl"
-    capture.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
-    opmap = OpMap(state)
-    opmap.ingest(capture)
-    opmap.close()
+def setup(kit: ModuleType, tmp_path: Path) -> tuple[Path, Path]:
+    configs, state = kit.configs_and_opmap(tmp_path, {}, RECORDS)
+    editor = ConfigEditor.new(configs / "test" / "test_nn_modules.yaml")
+    editor.update(f"${{TORCH_ROOT}}/{NN}", ENTRIES, unlisted_test_mode="skip")
+    editor.save()
     return configs, state
 
 
