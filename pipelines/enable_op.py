@@ -77,6 +77,7 @@ class EnableResult:
     still_held: list[dict[str, str]] = field(default_factory=list)  # exercise OP, held back by more
     executed: dict[str, str] = field(default_factory=dict)  # key -> passed | failed: class | not run
     table: dict[str, str] = field(default_factory=dict)  # OP's calls the admitted tests make -> probe status
+    run_dtypes: dict[str, frozenset[str]] = field(default_factory=dict)  # key -> its file's declared dtypes
     diff: str = ""
 
     def summary(self) -> str:
@@ -173,6 +174,8 @@ def find_admissions(opts: EnableOptions, root: Path) -> EnableResult:
                                           None, _spec(entry, names=(name,)))
                 if admission is not None:
                     result.admitted.append(admission)
+                    if file.capabilities.supported_dtypes is not None:  # the others do not run
+                        result.run_dtypes[key] = frozenset(d.name for d in file.capabilities.supported_dtypes)
     return result
 
 
@@ -228,8 +231,8 @@ def _consult_table(opts: EnableOptions, result: EnableResult, say: Say) -> None:
     """Drop the admissions whose admitted instances make a call the device still lacks."""
     assert opts.backend is not None
     admitting = [Admitting(a.key, None if a.kind == "mode" else op_key(opts.op),
-                           *(_excluded(a.spec or a.original, dim) for dim in ("dtypes", "ops", "modules")))
-                 for a in result.admitted]
+                           *(_excluded(a.spec or a.original, dim) for dim in ("dtypes", "ops", "modules")),
+                           run_dtypes=result.run_dtypes.get(a.key)) for a in result.admitted]
     check = check_admissions(admitting, opts.op, opts.backend, opts.state_dir, say)
     result.table = {call: r.status for call, r in check.rows.items()}
     for adm in [a for a in result.admitted if a.key in check.refused]:

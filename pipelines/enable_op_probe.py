@@ -45,6 +45,7 @@ class Admitting:
     exclude_dtypes: tuple[str, ...] = ()
     exclude_ops: tuple[str, ...] = ()
     exclude_modules: tuple[str, ...] = ()
+    run_dtypes: frozenset[str] | None = None  # the config's supported_dtypes: other dtypes do not run
 
 
 @dataclass
@@ -78,7 +79,8 @@ def _instances(state_dir: Path, keys: set[str]) -> dict[str, list[InstanceCalls]
 
 def _admitted(adm: Admitting, rows: Sequence[InstanceCalls], op: str) -> list[InstanceCalls]:
     return [i for i in rows if (adm.op is None or i.op == op_key(op)) and i.dtype not in adm.exclude_dtypes
-            and i.op not in adm.exclude_ops and i.module not in adm.exclude_modules]
+            and i.op not in adm.exclude_ops and i.module not in adm.exclude_modules
+            and (adm.run_dtypes is None or i.dtype is None or i.dtype in adm.run_dtypes)]
 
 
 def check_admissions(admitting: Sequence[Admitting], op: str, backend: Path, state_dir: Path, say: Say) -> TableCheck:

@@ -95,3 +95,15 @@ def test_without_the_table_the_reason_alone_admits_and_says_so(setup: tuple[Path
     assert main([*args, "--backend", str(BACKEND), "--no-probe", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "admitted 2 test(s)" in out and "not consulted" not in out
+
+
+def test_dtypes_the_config_does_not_declare_are_not_held_against_a_test(
+        kit: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # test_forward's float64 instance lacks dot too, but the config runs float32 only.
+    configs, state = kit.configs_and_opmap(tmp_path, {}, RECORDS)
+    editor = ConfigEditor.new(configs / "test" / "test_nn_modules.yaml", global_={"supported_dtypes": [{"name": "float32"}]})
+    editor.update(f"${{TORCH_ROOT}}/{NN}", [EntrySpec(ENTRIES[0].names, "xfail_strict", ENTRIES[0].reason)])
+    editor.save()
+    monkeypatch.setenv("CURATEDEV_ALLOWED_OPS", "*")
+    result = enable_op(EnableOptions("dot", configs, state, torch_root=TREE, backend=BACKEND), lambda _: None)
+    assert [a.key for a in result.admitted] == [FORWARD] and result.still_held == []
