@@ -118,3 +118,15 @@ def without_probe_exclusions(record: Decision) -> Decision:
         return record
     drop = {(_FIELDS[dim], value) for dim, value in made if dim in _FIELDS}
     return replace(record, **{f: tuple(v for v in getattr(record, f) if (f, v) not in drop) for f in _FIELDS.values()})
+
+
+def probe_exclusion_note(record: Decision) -> str:
+    """A sentence on the probe's exclusions ``record`` still carries: refine runs only what
+    they leave, so the reason it writes after execution would not say why they are there."""
+    made = [line.removeprefix(EXCLUDED).split(" ", 1) for line in record.evidence if line.startswith(EXCLUDED)]
+    kept = [f"{dim} {value}" for dim, value in made if dim in _FIELDS and value in getattr(record, _FIELDS[dim])]
+    if not kept:
+        return ""
+    calls = [line.removeprefix("probe: ").split(" ", 1)[0] for line in record.evidence if line.startswith("probe: aten")]
+    found = f" ({names(calls, 3)} failing on the device)" if calls else ""
+    return f" The probe excluded {', '.join(kept)} before execution{found}."

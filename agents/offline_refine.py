@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
-from testcurator.agents.offline_probe import without_probe_exclusions
+from testcurator.agents.offline_probe import probe_exclusion_note, without_probe_exclusions
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
 from testcurator.config.params import param_ref, spelling
 from testcurator.vocab import (
@@ -143,6 +143,8 @@ class Outcome:
         if self.infra:
             reason = f"{reason[:-1]}; {len(self.infra)} variant(s) lost to infrastructure errors."
             needs_review, missing = True, (*missing, "a rerun free of infrastructure errors")
+        if mode != "skip":
+            reason += probe_exclusion_note(self.prev)
         # A skip runs nothing, so it carries no edits.
         dtypes = [*self.prev.exclude_dtypes, *self.dtypes] if mode != "skip" else []
         ops = [*self.prev.exclude_ops, *self.ops] if mode != "skip" else []

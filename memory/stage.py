@@ -51,7 +51,7 @@ from testcurator.runner.executors import Executor
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
-CAPTURE_FORMAT = "oprecord/3"  # 3: calls and replayable examples (the probe)
+CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
 EVIDENCE = "evidence.json"
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from testcurator.memory.capability import (
     CapabilityTable, ProbeEvidence, backend_version, probe_evidence, write_probe_evidence,
 )
 from testcurator.memory.opmap import OpMap
-from testcurator.runner.probe import ProbeSpec, probe_calls
+from testcurator.runner.probe import NO_EXAMPLE, ProbeSpec, probe_calls
 from testcurator.vocab import PROBE_STATUSES
 
 PROBE_EVIDENCE = "probe_evidence.json"
@@ -55,15 +55,20 @@ class ProbeTarget:
                                torch.__version__)
 
 
-def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None,
+def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,
               say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Probe the calls not yet in the table; figures for the report (and ``evidence_out``)."""
+    """Probe the calls not yet in the table (of ``only``, when given); figures for the report
+    (and ``evidence_out``)."""
     opmap = OpMap(target.state_dir)
     try:
         calls = opmap.calls()
+        if only is not None:
+            calls = {k: v for k, v in calls.items() if k in only}
         with target.table() as table:
             known = table.results()
-            todo = {k: v for k, v in calls.items() if k not in known}
+            # A call not probed for want of an example is tried again once the capture has one.
+            todo = {k: v for k, v in calls.items()
+                    if k not in known or (v is not None and known[k].status == "not_probed" and NO_EXAMPLE in known[k].error)}
             started = time.perf_counter()
             if todo:
                 say(f"probe: replaying {len(todo)} call(s) on {target.profile.device.torch_name} "
