@@ -129,6 +129,14 @@ def not_importing(store: RunStore) -> dict[str, str]:
     return dict((store.read_json("memory.json", {}) or {}).get("import_errors") or {})
 
 
+def decided_files(ctx: RunContext, store: RunStore, files: Sequence[str]) -> list[str]:
+    """The files whose configs this run writes: the run's files (:meth:`RunContext.run_files`)
+    and, in a delta run, the rechecked files that stopped importing (decided as a whole)."""
+    decided = ctx.run_files(files)
+    broken = set(not_importing(store)) - set(decided)
+    return decided + [f for f in files if f in broken]
+
+
 def file_reason(error: str) -> str:
     return (f"NEEDS REVIEW: the whole file is skipped: it does not import ({error}). "
             "Its tests are decided once it imports again.")
