@@ -142,7 +142,7 @@ def _import_errors(state: dict[str, Any] | None) -> dict[str, str]:
 
 
 def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state: dict[str, Any] | None,
-            usage: dict[str, int], seconds: float, evaluated: int, imports: dict[str, Any]) -> dict[str, Any]:
+            usage: dict[str, int], timings: dict[str, float], evaluated: int, imports: dict[str, Any]) -> dict[str, Any]:
     out = opts.run.out_dir
     emit = json.loads((out / "report.json").read_text(encoding="utf-8")).get("emit", {}) if state else {}
     data = {
@@ -152,7 +152,8 @@ def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state:
         "changed": list(delta.changed), "added": list(delta.added),
         "moved": [{"old": m.old, "new": m.new, "kind": m.kind} for m in delta.moved],
         "removed": list(delta.removed), "carried_entries": carried.carried, "dropped_entries": carried.dropped,
-        "emit": emit, "usage": usage, "seconds": round(seconds, 3),
+        "emit": emit, "usage": usage, "seconds": round(sum(timings.values()), 3),
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "executed": bool(state and state.get("executed")),
     }
     atomic_write_text(out / "upgrade.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -192,8 +193,16 @@ def _markdown(data: dict[str, Any]) -> str:
 
 
 def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
-    """Delta, carry-over, delta run, report; returns the report's data."""
+    """Delta, carry-over, delta run, report; returns the report's data (``timings_s``: the
+    seconds of each phase; the delta run's own stages are in its report.json)."""
+    timings: dict[str, float] = {}
     start = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal start
+        timings[phase] = time.perf_counter() - start
+        start = time.perf_counter()
+
     if not opts.old_root.is_dir():
         raise MissingPathError(opts.old_root, "old torch root")
     if not opts.config.exists():
@@ -209,8 +218,10 @@ def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
     say(f"delta: {c['changed']} changed, {c['added']} added, {c['moved']} moved/renamed, {c['removed']} removed, "
         f"{c['unchanged']} unchanged")
     checks = import_checks(opts, files, new)
+    lap("delta")
     copy_configs(opts.config, ctx.configs_dir)
     carried = carry_over(ctx.configs_dir, ctx.torch_root, ctx.profile, delta)
+    lap("carry over")
     state = None
     evaluate = delta.evaluate | checks.reimport
     if evaluate or checks.recheck:
@@ -219,8 +230,8 @@ def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
         delta_ctx = dataclasses.replace(ctx, only_tests=frozenset(TestKey.parse(k) for k in evaluate),
                                         recheck_files=frozenset(checks.recheck), scope=tuple(scope))
         state = run_nightly(delta_ctx)
+    lap("delta run")
     imports = checks.summary(_import_errors(state), files)
-    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), time.perf_counter() - start,
-                   len(evaluate), imports)
+    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), timings, len(evaluate), imports)
     say(f"upgrade: {data['evaluated']}; report {ctx.out_dir / 'upgrade.md'}")
     return data
