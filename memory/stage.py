@@ -16,8 +16,8 @@ Three sources, each cheap on a rerun:
 A delta run (``testcurator upgrade``: ``only`` names the tests to re-evaluate) refreshes the
 index over every kept file (it is incremental, and pruning would drop the files the delta
 does not touch), but collects and captures only the files holding a delta test, through
-the same sharded capture as a full run, running only the delta tests' instances (a
-selection config skips the rest, ``-k`` deselects most of them first). Records
+the same sharded capture as a full run, running only the delta tests' instances
+(``--curate-only`` deselects the rest at collection). Records
 of other tests are never re-ingested, so the op map keeps what the last full run captured.
 
 Either way the per-test evidence the bucket stage needs is written to ``evidence.json`` in
@@ -36,14 +36,13 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.editor import EntrySpec, dump_block
-from testcurator.config.layout import raw_path
 from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
+from testcurator.plugin.only import write_keys
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.eventlog import EventFold, EventTail
@@ -191,34 +190,8 @@ def delta_files(files: Sequence[str], only: Collection[TestKey]) -> list[str]:
     return [f for f in files if f in touched]
 
 
-def delta_keyword(only: Collection[TestKey]) -> str:
-    """A ``-k`` expression keeping the delta's tests: deselecting the rest of the touched
-    files is cheap, skipping them costs a report (and an fsynced start event) per instance.
-    It matches substrings, so it may keep a few more, which the run's config then skips.
-    No delta test (a run that only rechecks whether files import): an expression that keeps
-    nothing (an empty ``-k`` would keep everything)."""
-    return " or ".join(sorted({key.test for key in only})) or NOTHING
-
-
-NOTHING = "testcurator_keeps_no_test"
-
-
 def _in_delta(records: Iterable[OpRecord], only: Collection[TestKey]) -> list[OpRecord]:
     return [r for r in records if TestKey.of(TestKey.parse(r.nodeid).file, r.generic) in only]
-
-
-def _selection_config(folder: Path, files: Sequence[str], only: Collection[TestKey]) -> Path:
-    """A config that runs the delta's tests and skips every other test of ``files``.
-
-    Generated data written in one dump (no round-trip editor: it parsed the text again for
-    every file of the delta)."""
-    suite = {"schema_version": 1, "files": [
-        {"path": raw_path(rel), "unlisted_test_mode": "skip",
-         "tests": [EntrySpec(names, "mandatory_success").as_data()] if names else []}
-        for rel in files for names in [tuple(sorted(key.name for key in only if key.file == rel))]]}
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "selection.yaml", "\n".join(dump_block({"test_suite_config": suite}, 0)) + "\n")
-    return folder
 
 
 def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
@@ -232,12 +205,12 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
     the captured records, and the files of ``files`` that do not import (file -> error line).
 
     Through :func:`run_capture`, like a full capture (sharded by file, timed, on the run's
-    executor), with a selection: a config that runs the delta's tests and skips the rest,
-    and ``-k`` to deselect most of the rest before any report. One pytest per shard
-    collects the touched files and runs only the delta's instances; a separate collection
-    for exact node ids would cost a second import of torch and op_db (most of a small
-    collection's time: bench/upgrade.py), which is more than the selection saves. The same
-    pytest says which files do not import (its collection errors): no static collection.
+    executor), with ``--curate-only``: every instance of another test is deselected at
+    collection, by identity (plugin/only.py). One pytest per shard collects the touched
+    files and runs only the delta's instances; a separate collection for exact node ids
+    would cost a second import of torch and op_db (most of a small collection's time:
+    bench/upgrade.py). The same pytest says which files do not import (its collection
+    errors): no static collection.
     """
     if not files:
         return None, {}
@@ -246,9 +219,7 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
     cache = state_dir / "capture" / f"delta-{digest.hexdigest()[:24]}.jsonl"
     errors_cache = cache.with_name(cache.stem + ".import_errors.json")
     if not (cache.exists() and errors_cache.exists()):
-        selection = ("--curate-config", str(_selection_config(work / "capture-config", files, only)),
-                     "--curate-torch-root", str(torch_root),
-                     "-k", delta_keyword(only))
+        selection = ("--curate-only", str(write_keys(work / "capture" / "delta.tests", sorted(only, key=str), torch_root)))
         everything = work / "capture" / "captured-all.jsonl"
         texts: dict[str, str] = {}
         captured = run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,

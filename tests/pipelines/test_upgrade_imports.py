@@ -174,3 +174,31 @@ def test_a_file_that_imports_again_is_bucketed_like_any_other(chain: Chain) -> N
     assert chain.again["evaluated"] == f"evaluated {len(A_TESTS)} of 3 tests"
     assert f"## Files that import again: their tests evaluated (1)\n\n- `{A}`" in (
         chain.again_out / "upgrade.md").read_text(encoding="utf-8")
+
+
+EXAMPLE_BACKEND = Path(__file__).resolve().parents[2] / "examples" / "backend" / "backend.yaml"
+
+
+def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path) -> None:
+    # test_add_promotes changes; test_add_promotes_twice shares its prefix (``-k`` kept it).
+    twice = PROMO.replace("    def test_mul_scalar", "    @dtypes(torch.float32)\n"
+                          "    def test_add_promotes_twice(self, device, dtype):\n"
+                          "        self.assertEqual(torch.ones(1, device=device, dtype=dtype).sum().item(), 1)\n\n"
+                          "    def test_mul_scalar")
+    old = write_tree(tmp_path / "old", twice)
+    new = write_tree(tmp_path / "new", twice.replace("(x + x).sum().item(), 4)", "(x * 2).sum().item(), 4)"))
+    state = tmp_path / "state"
+    assert main(["run", "--torch-root", str(old), "--backend", str(EXAMPLE_BACKEND), "--out", str(tmp_path / "first"),
+                 "--state-dir", str(state), "--no-embed", "--no-capture-ops", "--no-execute"]) == 0
+    rc = main(["upgrade", "--old-root", str(old), "--new-root", str(new), "--config", str(tmp_path / "first" / "configs"),
+               "--out", str(tmp_path / "up"), "--backend", str(EXAMPLE_BACKEND), "--state-dir", str(state),
+               "--no-embed"])
+    assert rc == 0
+    data = json.loads((tmp_path / "up" / "upgrade.json").read_text(encoding="utf-8"))
+    assert data["changed"] == [f"{A}::TestPromo::test_add_promotes"] and data["executed"]
+    (run,) = (state / "runs").glob("upgrade-*")
+    ran = [json.loads(line)["nodeid"] for line in (run / "exec" / "results.jsonl").read_text().splitlines()]
+    assert sorted(n.split("::")[-1] for n in ran) == ["test_add_promotes_curatedev_float32",
+                                                      "test_add_promotes_curatedev_int64"]
+    captured = [json.loads(line)["nodeid"] for line in (run / "captured.jsonl").read_text().splitlines()]
+    assert sorted(n.split("::")[-1] for n in captured) == ["test_add_promotes_cpu_float32", "test_add_promotes_cpu_int64"]
