@@ -20,7 +20,7 @@ from testcurator.cli.main import main
 from testcurator.config.loader import load_config
 from testcurator.pipelines.emit import FILE_DECISION, load_sidecar
 
-# Our own files in PyTorch's style: one device-generic, one plain TestCase file.
+# Our own file in PyTorch's style (device-generic); beside it the small tree's plain TestCase file.
 PROMO = '''\
 import torch
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
@@ -42,28 +42,7 @@ instantiate_device_type_tests(TestPromo, globals())
 if __name__ == "__main__":
     run_tests()
 '''
-PLAIN = '''\
-import torch
-from torch.testing._internal.common_utils import TestCase, run_tests
-
-
-class TestPlain(TestCase):
-    def test_arange(self):
-        self.assertEqual(torch.arange(4).numel(), 4)
-
-
-if __name__ == "__main__":
-    run_tests()
-'''
-BACKEND = """\
-schema_version: 1
-name: smalldev
-device: {kind: privateuse1, name: smalldev}
-hooks: [eager_ops]
-supported_dtypes: [{name: float32}]
-discover_ops: false
-"""
-A, B = "test/test_promo.py", "test/test_plain.py"
+A, B = "test/test_promo.py", "test/test_small_views.py"
 A_TESTS = {"TestPromo::test_add_promotes", "TestPromo::test_mul_scalar"}
 MISSING = "onlyOnCPUAndNoSuchDevice"  # a decorator this torch does not have
 NO_RUN = ("--no-execute", "--no-embed")
@@ -76,10 +55,10 @@ def broken(text: str, *, change_a_test: bool) -> str:
     return text.replace("* 2).sum().item(), 6)", "* 3).sum().item(), 9)") if change_a_test else text
 
 
-def write_tree(root: Path, promo: str) -> Path:
+def write_tree(root: Path, promo: str, plain: str) -> Path:
     (root / "test").mkdir(parents=True)
     (root / A).write_text(promo, encoding="utf-8")
-    (root / B).write_text(PLAIN, encoding="utf-8")
+    (root / B).write_text(plain, encoding="utf-8")
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
     return root
 
@@ -125,15 +104,16 @@ class Chain:
     pytest.param((True, ()), id="changed-test+capture"),
     pytest.param((False, ("--no-capture-ops",)), id="import-line-only+static"),
 ])
-def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, kit: ModuleType) -> Iterator[Chain]:
     change_a_test, extra = request.param
     root = tmp_path_factory.mktemp("imports")
     backend = root / "backend.yaml"
-    backend.write_text(BACKEND, encoding="utf-8")
-    old = write_tree(root / "old", PROMO)
-    bad = write_tree(root / "broken", broken(PROMO, change_a_test=change_a_test))
+    backend.write_text(kit.SMALL_BACKEND, encoding="utf-8")
+    old = write_tree(root / "old", PROMO, kit.SMALL_VIEWS)
+    bad = write_tree(root / "broken", broken(PROMO, change_a_test=change_a_test), kit.SMALL_VIEWS)
     # Fixed upstream: the import is gone again, and the test stays as the broken tree has it.
-    fixed = write_tree(root / "fixed", broken(PROMO, change_a_test=change_a_test).replace(f", {MISSING}", ""))
+    fixed = write_tree(root / "fixed", broken(PROMO, change_a_test=change_a_test).replace(f", {MISSING}", ""),
+                       kit.SMALL_VIEWS)
     state = root / "state"
     assert main(["run", "--torch-root", str(old), "--backend", str(backend), "--out", str(root / "first"),
                  "--state-dir", str(state), *NO_RUN, "--no-capture-ops"]) == 0
@@ -171,27 +151,26 @@ def test_a_file_that_imports_again_is_bucketed_like_any_other(chain: Chain) -> N
     assert names(configs, chain.fixed, A) == A_TESTS
     assert "does not import" not in header(configs, A)
     assert FILE_DECISION not in load_sidecar(configs).get(A, {})
-    assert chain.again["evaluated"] == f"evaluated {len(A_TESTS)} of 3 tests"
+    assert chain.again["evaluated"] == f"evaluated {len(A_TESTS)} of {len(A_TESTS) + 2} tests"
     assert f"## Files that import again: their tests evaluated (1)\n\n- `{A}`" in (
         chain.again_out / "upgrade.md").read_text(encoding="utf-8")
 
 
-EXAMPLE_BACKEND = Path(__file__).resolve().parents[2] / "examples" / "backend" / "backend.yaml"
 
-
-def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path) -> None:
+def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path, kit: ModuleType) -> None:
     # test_add_promotes changes; test_add_promotes_twice shares its prefix (``-k`` kept it).
     twice = PROMO.replace("    def test_mul_scalar", "    @dtypes(torch.float32)\n"
                           "    def test_add_promotes_twice(self, device, dtype):\n"
                           "        self.assertEqual(torch.ones(1, device=device, dtype=dtype).sum().item(), 1)\n\n"
                           "    def test_mul_scalar")
-    old = write_tree(tmp_path / "old", twice)
-    new = write_tree(tmp_path / "new", twice.replace("(x + x).sum().item(), 4)", "(x * 2).sum().item(), 4)"))
+    old = write_tree(tmp_path / "old", twice, kit.SMALL_VIEWS)
+    new = write_tree(tmp_path / "new", twice.replace("(x + x).sum().item(), 4)", "(x * 2).sum().item(), 4)"),
+                     kit.SMALL_VIEWS)
     state = tmp_path / "state"
-    assert main(["run", "--torch-root", str(old), "--backend", str(EXAMPLE_BACKEND), "--out", str(tmp_path / "first"),
+    assert main(["run", "--torch-root", str(old), "--backend", str(kit.EXAMPLE_BACKEND), "--out", str(tmp_path / "first"),
                  "--state-dir", str(state), "--no-embed", "--no-capture-ops", "--no-execute"]) == 0
     rc = main(["upgrade", "--old-root", str(old), "--new-root", str(new), "--config", str(tmp_path / "first" / "configs"),
-               "--out", str(tmp_path / "up"), "--backend", str(EXAMPLE_BACKEND), "--state-dir", str(state),
+               "--out", str(tmp_path / "up"), "--backend", str(kit.EXAMPLE_BACKEND), "--state-dir", str(state),
                "--no-embed"])
     assert rc == 0
     data = json.loads((tmp_path / "up" / "upgrade.json").read_text(encoding="utf-8"))
