@@ -12,7 +12,8 @@ For each size (files x tests per file), side by side:
    ``--no-execute`` (a generated tree has no device to run on; the draft's execution would
    scale with the delta the same way as the bucket stage does).
 
-Prints wall times, the ratio (goal <= 0.15), the seconds of each stage of both runs, the
+Prints wall times, the ratio (goal <= 0.15) in wall and in CPU time (this process and its
+children: steadier than wall time on a shared machine), the seconds of each stage of both runs, the
 pytest processes each started (and their wall time), and how many tests each asked the
 brain about (what an LLM brain would be called for; goal: only the delta).
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -127,9 +129,17 @@ class PytestCounter:
         subprocess.run = self._run  # type: ignore[assignment]
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the pytests, the parse
+    pool): on a shared machine wall time follows the load, CPU time much less."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 @dataclass
 class Timed:
     seconds: float
+    cpu: float
     asked: int  # tests the brain was asked about
     pytests: int
     pytest_s: float
@@ -139,15 +149,15 @@ class Timed:
 
 def _timed(fn: Any, out: Path) -> Timed:
     with Counter() as counter, PytestCounter() as pytests:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu()
         result = fn()
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, _cpu() - cpu
     stages = ordered_timings(json.loads((out / "report.json").read_text(encoding="utf-8")).get("timings_s", {}))
     if (out / "upgrade.json").exists():  # the upgrade's own phases around its delta run
         phases = json.loads((out / "upgrade.json").read_text(encoding="utf-8"))["timings_s"]
         stages = {"upgrade: delta": phases["delta"], "upgrade: carry over": phases["carry over"],
                   **{f"delta run: {k}": v for k, v in stages.items() if k != "total"}}
-    return Timed(seconds, counter.items, pytests.count, pytests.seconds,
+    return Timed(seconds, cpu, counter.items, pytests.count, pytests.seconds,
                  {k: v for k, v in stages.items() if k != "total"}, result)
 
 
@@ -197,6 +207,8 @@ def _print(figures: list[Figures], args: argparse.Namespace) -> None:
     row("full run (new tree, warm state)", [f"{f.full.seconds:.2f}" for f in figures])
     row("upgrade old -> new (warm state)", [f"{f.up.seconds:.2f}" for f in figures])
     row("RATIO upgrade / full run (goal <= 0.15)", [f"{f.up.seconds / f.full.seconds:.3f}" for f in figures])
+    row("CPU s: full run / upgrade", [f"{f.full.cpu:.1f} / {f.up.cpu:.1f}" for f in figures])
+    row("RATIO in CPU time", [f"{f.up.cpu / f.full.cpu:.3f}" for f in figures])
     row("pytest processes: full run", [f"{f.full.pytests} ({f.full.pytest_s:.1f} s)" for f in figures])
     row("pytest processes: upgrade", [f"{f.up.pytests} ({f.up.pytest_s:.1f} s)" for f in figures])
     row("brain asked about: full / upgrade", [f"{f.full.asked} / {f.up.asked}" for f in figures])
