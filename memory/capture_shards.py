@@ -19,7 +19,9 @@ that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do i
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +54,8 @@ class CaptureJob:
 class CaptureOutput:
     captured: str  # the capture's JSON lines
     records: tuple[TestRecord, ...]  # outcome and duration of each test
+    # Files that did not import (relative to the torch root) -> pytest's collection error.
+    collect_errors: tuple[tuple[str, str], ...] = ()
 
 
 def capture_shard(job: CaptureJob) -> CaptureOutput:
@@ -78,7 +82,10 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     fault = pass_fault(returncode, fold, job.work / "capture.log")
     if fault is not None:  # pytest itself failing is not evidence of anything
         raise ExecutionError(f"{job.label}: {fault}")
-    return shard_output(parts, events)
+    rootdir = Path(fold.rootdir) if fold.rootdir else job.torch_root
+    errors = tuple((Path(os.path.relpath(rootdir / nodeid, job.torch_root)).as_posix(), text)
+                   for nodeid, text in fold.collect_errors.items() if nodeid)
+    return dataclasses.replace(shard_output(parts, events), collect_errors=errors)
 
 
 def shard_output(parts: Sequence[Path], events: Path) -> CaptureOutput:
@@ -144,10 +151,11 @@ def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int
 
 def run_capture(
     torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
-    shards: int = 1, workers: int = 1, extra: Sequence[str] = (),
+    shards: int = 1, workers: int = 1, extra: Sequence[str] = (), collect_errors: dict[str, str] | None = None,
 ) -> bool:
     """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
-    nothing was captured. ``extra``: pytest options every job gets.
+    nothing was captured. ``extra``: pytest options every job gets. ``collect_errors``, when
+    given, receives the files that did not import (file -> pytest's error text).
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
@@ -159,6 +167,8 @@ def run_capture(
                 for label in [f"capture shard {k}/{len(plan)}" if len(plan) > 1 else "op capture"]]
         outputs = executor.run(jobs)
         store.record([r for o in outputs for r in o.records], "capture")
+    if collect_errors is not None:
+        collect_errors.update(error for o in outputs for error in o.collect_errors)
     text = "".join(o.captured for o in outputs)
     if not text:
         return False

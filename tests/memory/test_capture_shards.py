@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from testcurator.memory.capture_shards import plan_targets
-from testcurator.memory.stage import delta_keyword
 from testcurator.vocab import TestKey
 
 KNOWN = {"test/a.py::T::t1": 6.0, "test/a.py::T::t2": 4.0, "test/b.py::T::t": 1.0, "test/c.py::T::t": 1.0,
@@ -42,12 +41,6 @@ def test_the_plan_is_deterministic_and_covers_every_target_once() -> None:
     assert plan == plan_targets(files, {}, 7)
     assert sorted(t for part in plan for t in part) == sorted(files)
     assert len(plan) == 7 and {len(part) for part in plan} <= {7, 8}
-
-
-def test_delta_keyword_names_each_delta_test_once() -> None:
-    only = {TestKey.parse("test/a.py::TestA::test_x"), TestKey.parse("test/b.py::TestB::test_x"),
-            TestKey.parse("test/b.py::test_y")}
-    assert delta_keyword(only) == "test_x or test_y"
 
 
 def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_path: Path) -> None:
