@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
+from testcurator.config.params import excludes
 from testcurator.errors import BadInputError
 from testcurator.memory.capability import ProbeEvidence
 from testcurator.names import split_dtypes
@@ -151,6 +152,12 @@ class ExecutionRecord:
     module: str | None = None
     failure_class: str | None = None
     message: str = ""
+    # @parametrize values, (argument, repr of the live value): refine separates by them too.
+    params: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(not isinstance(p, tuple) for p in self.params):  # from JSON (checkpoints, caches)
+            object.__setattr__(self, "params", tuple(tuple(p) for p in self.params))
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -160,6 +167,10 @@ class ExecutionRecord:
     def excluded_by(self, dtypes: Collection[str]) -> bool:
         """Whether an exclusion of ``dtypes`` removes this variant (any member counts)."""
         return any(d in dtypes for d in self.dtypes)
+
+    def excluded_by_params(self, refs: Collection[str]) -> bool:
+        """Whether an ``edits.params`` exclusion (``name=value`` refs) removes this variant."""
+        return bool(refs) and excludes(refs, self.params)
 
     @property
     def consistently_failed(self) -> bool:

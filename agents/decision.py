@@ -23,8 +23,8 @@ class Decision:
 
     ``brain`` names who decided (``offline``, ``llm``, or ``llm->offline`` when the LLM's
     answer failed the rails and the offline brain decided). ``exclude_dtypes`` /
-    ``exclude_ops`` / ``exclude_modules`` become the config entry's ``edits`` (an unsupported dtype costs one
-    dtype, not the whole test). ``needs_review`` marks cases the evidence cannot settle;
+    ``exclude_ops`` / ``exclude_modules`` / ``exclude_params`` become the config entry's ``edits`` (an
+    unsupported dtype, or one failing @parametrize value, costs that much, not the whole test). ``needs_review`` marks cases the evidence cannot settle;
     ``missing`` says what would settle them.
     """
 
@@ -39,15 +39,20 @@ class Decision:
     exclude_dtypes: tuple[str, ...] = ()
     exclude_ops: tuple[str, ...] = ()
     exclude_modules: tuple[str, ...] = ()
+    exclude_params: tuple[str, ...] = ()  # ``name=value`` (config/params.py param_ref)
+    # Read back from a config entry the pipeline wrote and nobody changed since (its
+    # fingerprint is in configs/.emitted.json): a machine's decision, not a person's.
+    machine_made: bool = False
 
     def __post_init__(self) -> None:
-        _tuplify(self, ("evidence", "missing", "exclude_dtypes", "exclude_ops", "exclude_modules"))
+        _tuplify(self, ("evidence", "missing", "exclude_dtypes", "exclude_ops", "exclude_modules", "exclude_params"))
 
     @property
     def by_human(self) -> bool:
-        """Whether the decision is what a config says (a person may have written it), not
-        a brain's: execution may then only propose a change, never make it."""
-        return self.brain == CONFIG_BRAIN
+        """Whether the decision is what a config says and a person may have written it (not
+        a brain's, nor an entry the pipeline wrote that nobody changed): execution may then
+        only propose a change, never make it."""
+        return self.brain == CONFIG_BRAIN and not self.machine_made
 
 
 #: ``Decision.brain`` of a decision read back from a config entry.

@@ -71,13 +71,16 @@ exclusions            variants failing on every attempt whose dtype (or op, or m
                       in every variant that has it -> exclude_dtypes/exclude_ops/
                       exclude_modules (the class picks the dimension first: unsupported_op ->
                       op, others -> dtype, module last; none when nothing would be left to
-                      run); then:
+                      run); failures none of these explain that all share one @parametrize
+                      value no other variant has -> exclude_params (``shape=2x3``); then:
 crash                 an unexcludable crash or timeout -> skip (it takes down the worker)
 consistent_failure    every remaining variant fails -> xfail_strict (class + evidence line)
 partial_failure       unexcludable failures beside passes -> xfail, needs_review
 intermittent          a variant fails on its last attempt after passing -> xfail, review
-passed                xfail_strict -> mandatory_success (promotion); xfail -> kept,
-                      needs_review, "promotion proposed: passes consistently";
+passed                xfail_strict -> mandatory_success (promotion); xfail -> promoted when
+                      a brain made it (or the pipeline wrote it and nobody changed it), a
+                      person's xfail is kept, needs_review, "promotion proposed: passes
+                      consistently";
                       mandatory_success -> kept (flaky = passes on retry: kept, review)
 capability_guard      a mandatory result that calls a known-unsupported op -> xfail, review
 ====================  =====================================================================

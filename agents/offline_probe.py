@@ -27,11 +27,17 @@ MAX_SHOWN = 6
 # The evidence line that records an exclusion the probe made ("probe excluded: module
 # nn.LayerNorm"): refine reads it back (:func:`without_probe_exclusions`).
 EXCLUDED = "probe excluded: "
+NOTE = "probe: "  # every other evidence line the rule writes starts so
 _FIELDS = {"dtype": "exclude_dtypes", "op": "exclude_ops", "module": "exclude_modules"}
 
 
+def from_probe(d: Decision) -> bool:
+    """Whether the probe's evidence went into ``d`` (a prediction execution has to confirm)."""
+    return any(e.startswith((NOTE, EXCLUDED)) for e in d.evidence)
+
+
 def _gap_lines(probe: ProbeEvidence, calls: Sequence[str]) -> list[str]:
-    return [f"probe: {c} {probe.gaps[c][0]}: {quote(probe.gaps[c][1], 120)}" for c in calls[:MAX_SHOWN]]
+    return [f"{NOTE}{c} {probe.gaps[c][0]}: {quote(probe.gaps[c][1], 120)}" for c in calls[:MAX_SHOWN]]
 
 
 def _attribute(failing: list[ProbedInstance], kept: list[ProbedInstance],
@@ -64,7 +70,7 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
             and i.module not in d.exclude_modules and not (i.dtype and backend.dtype_unsupported(i.dtype))]
     failing = [i for i in kept if i.gaps]
     if not failing:
-        d.evidence.append(f"probe: all {probe.works} distinct call(s) it made ran on the device"
+        d.evidence.append(f"{NOTE}all {probe.works} distinct call(s) it made ran on the device"
                           + (f" ({probe.not_probed} not replayable)" if probe.not_probed else ""))
         return None
     calls = sorted({c for i in failing for c in i.gaps})
@@ -112,3 +118,15 @@ def without_probe_exclusions(record: Decision) -> Decision:
         return record
     drop = {(_FIELDS[dim], value) for dim, value in made if dim in _FIELDS}
     return replace(record, **{f: tuple(v for v in getattr(record, f) if (f, v) not in drop) for f in _FIELDS.values()})
+
+
+def probe_exclusion_note(record: Decision) -> str:
+    """A sentence on the probe's exclusions ``record`` still carries: refine runs only what
+    they leave, so the reason it writes after execution would not say why they are there."""
+    made = [line.removeprefix(EXCLUDED).split(" ", 1) for line in record.evidence if line.startswith(EXCLUDED)]
+    kept = [f"{dim} {value}" for dim, value in made if dim in _FIELDS and value in getattr(record, _FIELDS[dim])]
+    if not kept:
+        return ""
+    calls = [line.removeprefix("probe: ").split(" ", 1)[0] for line in record.evidence if line.startswith("probe: aten")]
+    found = f" ({names(calls, 3)} failing on the device)" if calls else ""
+    return f" The probe excluded {', '.join(kept)} before execution{found}."

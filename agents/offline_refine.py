@@ -5,13 +5,14 @@ previous decision, tabled in agents/offline.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
-from testcurator.agents.offline_probe import without_probe_exclusions
+from testcurator.agents.offline_probe import probe_exclusion_note, without_probe_exclusions
 from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
+from testcurator.config.params import param_ref, spelling
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
 
@@ -72,6 +73,22 @@ def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str],
     return found["dtype"], found["op"], found["module"], left
 
 
+def _param_split(left: list[Variant], usable: list[Variant]) -> dict[tuple[str, str], str]:
+    """The one @parametrize value that every failure ``left`` unexplained has and no variant
+    that did not fail has: {(argument, repr): ``name=value`` as the config spells it}, or {}.
+
+    Tried after dtype, op and module, so a dtype that explains the failures still wins."""
+    if not left:
+        return {}
+    shared = set(left[0].rec.params).intersection(*(v.rec.params for v in left[1:]))
+    for name, text in sorted(shared):
+        if all(u.status == "failed" for u in usable if (name, text) in u.rec.params):
+            spelt = spelling(text, {t for u in usable for n, t in u.rec.params if n == name})
+            if spelt is not None:  # else no config value names it alone: excluding it would hit others
+                return {(name, text): param_ref(name, spelt)}
+    return {}
+
+
 def _values(rec: ExecutionRecord, dim: str) -> tuple[str, ...]:
     """The variant's values along ``dim``: each member of a dtype pair is a dtype of its own."""
     if dim == "dtype":
@@ -92,18 +109,28 @@ class Outcome:
     modules: set[str]
     unexplained: list[Variant]
     remaining: list[Variant]
+    params: dict[tuple[str, str], str] = field(default_factory=dict)  # (argument, repr) -> name=value
 
     def exclusion_clause(self) -> str:
-        if not (self.dtypes or self.ops or self.modules):
+        if not (self.dtypes or self.ops or self.modules or self.params):
             return ""
         culprit = next(v for v in self.usable if v.status == "failed" and self.explains(v))
         what = " and ".join(x for x in (f"dtypes {', '.join(sorted(self.dtypes))}" * bool(self.dtypes),
                                         f"ops {', '.join(sorted(self.ops))}" * bool(self.ops),
-                                        f"modules {', '.join(sorted(self.modules))}" * bool(self.modules)) if x)
+                                        f"modules {', '.join(sorted(self.modules))}" * bool(self.modules),
+                                        self.param_clause()) if x)
         return f", with {what} excluded ({culprit.rec.variant} {culprit.verb()} with {culprit.why()})"
 
+    def param_clause(self) -> str:
+        if not self.params:
+            return ""
+        failed = [v for v in self.usable if any(p in self.params for p in v.rec.params)]
+        return (f"parameter {', '.join(sorted(self.params.values()))} (the {len(failed)} variant(s) that have it "
+                f"all fail, the other {len(self.usable) - len(failed)} do not)")
+
     def explains(self, v: Variant) -> bool:
-        return v.rec.excluded_by(self.dtypes) or v.rec.op in self.ops or v.rec.module in self.modules
+        return (v.rec.excluded_by(self.dtypes) or v.rec.op in self.ops or v.rec.module in self.modules
+                or any(p in self.params for p in v.rec.params))
 
     def evidence(self) -> tuple[str, ...]:
         shown = sorted(self.usable + self.infra, key=lambda v: (v.status == "passed", v.rec.variant))
@@ -116,12 +143,15 @@ class Outcome:
         if self.infra:
             reason = f"{reason[:-1]}; {len(self.infra)} variant(s) lost to infrastructure errors."
             needs_review, missing = True, (*missing, "a rerun free of infrastructure errors")
+        if mode != "skip":
+            reason += probe_exclusion_note(self.prev)
         # A skip runs nothing, so it carries no edits.
         dtypes = [*self.prev.exclude_dtypes, *self.dtypes] if mode != "skip" else []
         ops = [*self.prev.exclude_ops, *self.ops] if mode != "skip" else []
         modules = [*self.prev.exclude_modules, *self.modules] if mode != "skip" else []
+        params = [*self.prev.exclude_params, *self.params.values()] if mode != "skip" else []
         return decision(self.prev.test, mode, reason, self.evidence(), needs_review=needs_review, missing=missing,
-                        exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules)
+                        exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules, exclude_params=params)
 
 
 def _failure_rules(o: Outcome) -> Decision | None:
@@ -138,8 +168,8 @@ def _failure_rules(o: Outcome) -> Decision | None:
                       f"an unexpected pass will signal promotion{o.exclusion_clause()}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
     return o.make("xfail", f"Xfail: {len(o.unexplained)} variant(s) fail beside {len(passing)} passing one(s) and no "
-                  f"dtype, op or module separates them ({first.rec.variant}: {first.why()}).", needs_review=True,
-                  missing=("which variants fail, as a dtype, op or module split",))
+                  f"dtype, op, module or parameter value separates them ({first.rec.variant}: {first.why()}).",
+                  needs_review=True, missing=("which variants fail, as a dtype, op, module or parameter split",))
 
 
 def _pass_rules(o: Outcome) -> Decision:
@@ -214,7 +244,8 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                             f"infrastructure error ({quote(infra[0].rec.message)}), which says nothing about the test.",
                             (v.line() for v in infra[:MAX_EVIDENCE]), needs_review=True,
                             missing=("a rerun free of infrastructure errors",), exclude_dtypes=prev.exclude_dtypes,
-                            exclude_ops=prev.exclude_ops, exclude_modules=prev.exclude_modules)
+                            exclude_ops=prev.exclude_ops, exclude_modules=prev.exclude_modules,
+                            exclude_params=prev.exclude_params)
         if prev.mode == "skip":
             return prev
         skipped = variants[0].rec  # rule skipped
@@ -223,10 +254,13 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                         (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE]))
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
-    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and v.rec.op not in ops and v.rec.module not in modules]
+    params = _param_split(unexplained, usable)
+    unexplained = [] if params else unexplained
+    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and v.rec.op not in ops
+                 and v.rec.module not in modules and not any(p in params for p in v.rec.params)]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
-        dtypes, ops, modules, unexplained, remaining = set(), set(), set(), failing, usable
-    o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining)
+        dtypes, ops, modules, params, unexplained, remaining = set(), set(), set(), {}, failing, usable
+    o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining, params)
     if prev.mode == "skip":  # rule previous skip: execution only proposes
         if failing or any(v.status != "passed" for v in usable):
             return prev

@@ -42,7 +42,7 @@ from testcurator.vocab import Mode
 BRAIN = "offline"
 # prompt_hash of every offline record: a hash of this version string, so a report or cache
 # tells which rule set decided. Bump it whenever a rule's outcome changes.
-RULES_VERSION = "offline-rules/2"  # 2: the probe rule (agents/offline_probe.py)
+RULES_VERSION = "offline-rules/3"  # 2: the probe rule (agents/offline_probe.py); 3: exclude_params
 RULES_HASH = "offline-" + hashlib.sha256(RULES_VERSION.encode()).hexdigest()[:16]
 MAX_QUOTE = 160
 
@@ -168,11 +168,12 @@ def names(items: Iterable[str], limit: int = 6) -> str:
 
 def decision(test: str, mode: Mode, reason: str, evidence: Iterable[str], *, needs_review: bool = False,
              missing: Iterable[str] = (), exclude_dtypes: Iterable[str] = (),
-             exclude_ops: Iterable[str] = (), exclude_modules: Iterable[str] = ()) -> Decision:
+             exclude_ops: Iterable[str] = (), exclude_modules: Iterable[str] = (),
+             exclude_params: Iterable[str] = ()) -> Decision:
     return Decision(test=test, mode=mode, reason=reason, evidence=tuple(evidence), brain=BRAIN,
                     prompt_hash=RULES_HASH, needs_review=needs_review, missing=tuple(missing),
                     exclude_dtypes=tuple(sorted(set(exclude_dtypes))), exclude_ops=tuple(sorted(set(exclude_ops))),
-                    exclude_modules=tuple(sorted(set(exclude_modules))))
+                    exclude_modules=tuple(sorted(set(exclude_modules))), exclude_params=tuple(sorted(set(exclude_params))))
 
 
 def file_decision(path: str, keep: bool, reason: str, evidence: Iterable[str], *, needs_review: bool = False,

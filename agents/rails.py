@@ -102,6 +102,7 @@ def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailVio
         if not r.excluded_by(decision.exclude_dtypes)
         and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
         and not (r.module and r.module in decision.exclude_modules)
+        and not r.excluded_by_params(decision.exclude_params)
         and r.failure_class not in NOT_EVIDENCE_CLASSES
     ]
     if decision.mode == "mandatory_success":

@@ -35,7 +35,7 @@ def execution_record(rec: TestRecord) -> ExecutionRecord:
     else:
         outcomes = (rec.outcome,) * attempts
     return ExecutionRecord(variant=rec.nodeid, outcomes=outcomes, dtype=rec.dtype, op=rec.op, module=rec.module,
-                           failure_class=rec.failure_class, message=rec.evidence or "")
+                           failure_class=rec.failure_class, message=rec.evidence or "", params=rec.params)
 
 
 def group_records(records: Sequence[TestRecord], root: Path) -> dict[TestKey, list[ExecutionRecord]]:

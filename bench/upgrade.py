@@ -1,27 +1,43 @@
 """Benchmark: `testcurator upgrade` vs a full run, after 5% of the tests changed upstream.
 
-    python bench/upgrade.py [--files 40] [--tests-per-file 20] [--changed 0.05] [--embed] [--no-capture-ops]
+    python bench/upgrade.py [--sizes 40x20,100x40] [--changed 0.05] [--embed] [--no-capture-ops]
+
+For each size (files x tests per file), side by side:
 
 1. A generated tree (bench/gen_tree.py) is curated once by a full run (the "old" config and
    a warm state dir: memory, op capture cache).
 2. A copy gets ``--changed`` of its tests' bodies changed (gen_tree.touch_tests).
-3. Side by side, each from its own copy of that warm state: a full `run` over the new tree,
-   and an `upgrade` from the old tree and config to the new tree. Both use the offline
-   brain and ``--no-execute`` (a generated tree has no device to run on; the draft's
-   execution would scale with the delta the same way as the bucket stage does).
+3. Each from its own copy of that warm state: a full `run` over the new tree, and an
+   `upgrade` from the old tree and config to the new tree. Both use the offline brain and
+   ``--no-execute`` (a generated tree has no device to run on; the draft's execution would
+   scale with the delta the same way as the bucket stage does).
 
-Prints wall times, the ratio (goal <= 0.15), and how many tests each asked the brain
-about (what an LLM brain would be called for; goal: only the delta).
+Prints wall times, the ratio (goal <= 0.15) in wall and in CPU time (this process and its
+children: steadier than wall time on a shared machine), the seconds of each stage of both runs, the
+pytest processes each started (and their wall time), and how many tests each asked the
+brain about (what an LLM brain would be called for; goal: only the delta).
+
+Why two sizes: 40x20 is the old default (its figure stays comparable with earlier
+reports). Each pytest a run starts pays a fixed import of torch and op_db (~4-5 s CPU);
+the delta run starts one, the full run two (static map, capture), and on a 40-file tree
+that fixed cost is a third of the full run. A PyTorch-size full run takes hours, where it
+vanishes; the larger tree shows the ratio with the fixed cost a smaller part of the work.
+Neither is PyTorch: a generated test runs in milliseconds, and 5% of random tests touch
+most files (real upstream changes cluster in fewer files).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_tree import generate, touch_tests
 from testcurator.agents.offline import OfflineBrain
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.report import ordered_timings
 from testcurator.pipelines.run import run_nightly
 from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
 from typing_extensions import Self
@@ -84,17 +101,138 @@ def _valid_ops(root: Path) -> None:
         path.write_text(text)
 
 
-def _timed(fn: Any) -> tuple[float, int, Any]:
-    with Counter() as counter:
-        start = time.perf_counter()
+class PytestCounter:
+    """Counts the pytest processes a run starts and their wall time (wraps subprocess.run,
+    which the capture and the static collection start them with)."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds = 0, 0.0
+        self._run = subprocess.run
+
+    def __enter__(self) -> Self:
+        counter = self
+
+        def run(argv: Any, *args: Any, **kwargs: Any) -> Any:
+            if "pytest" not in list(map(str, argv)):
+                return counter._run(argv, *args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return counter._run(argv, *args, **kwargs)
+            finally:
+                counter.count += 1
+                counter.seconds += time.perf_counter() - start
+
+        subprocess.run = run  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run = self._run  # type: ignore[assignment]
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the pytests, the parse
+    pool): on a shared machine wall time follows the load, CPU time much less."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@dataclass
+class Timed:
+    seconds: float
+    cpu: float
+    asked: int  # tests the brain was asked about
+    pytests: int
+    pytest_s: float
+    stages: dict[str, float]
+    result: Any = None
+
+
+def _timed(fn: Any, out: Path) -> Timed:
+    with Counter() as counter, PytestCounter() as pytests:
+        start, cpu = time.perf_counter(), _cpu()
         result = fn()
-        return time.perf_counter() - start, counter.items, result
+        seconds, cpu = time.perf_counter() - start, _cpu() - cpu
+    stages = ordered_timings(json.loads((out / "report.json").read_text(encoding="utf-8")).get("timings_s", {}))
+    if (out / "upgrade.json").exists():  # the upgrade's own phases around its delta run
+        phases = json.loads((out / "upgrade.json").read_text(encoding="utf-8"))["timings_s"]
+        stages = {"upgrade: delta": phases["delta"], "upgrade: carry over": phases["carry over"],
+                  **{f"delta run: {k}": v for k, v in stages.items() if k != "total"}}
+    return Timed(seconds, cpu, counter.items, pytests.count, pytests.seconds,
+                 {k: v for k, v in stages.items() if k != "total"}, result)
+
+
+@dataclass
+class Figures:
+    size: str
+    tests: int
+    changed: int
+    changed_files: int
+    files: int
+    cold: Timed
+    full: Timed
+    up: Timed
+
+
+def measure(files: int, per_file: int, args: argparse.Namespace, work: Path) -> Figures:
+    work.mkdir(parents=True, exist_ok=True)
+    old, new, backend = work / "old", work / "new", work / "backend.yaml"
+    backend.write_text(BACKEND, encoding="utf-8")
+    stats = generate(old, files, per_file, seed=0)
+    _valid_ops(old)
+    (old / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
+    cold = _timed(lambda: run_nightly(_ctx(old, backend, work / "out-old", work / "state", args)), work / "out-old")
+    shutil.copytree(old, new)
+    changed, touched = touch_tests(new, args.changed)
+    for name in ("state-full", "state-upgrade"):
+        shutil.copytree(work / "state", work / name)
+    full = _timed(lambda: run_nightly(_ctx(new, backend, work / "out-full", work / "state-full", args)), work / "out-full")
+    up = _timed(lambda: run_upgrade(UpgradeOptions(
+        old_root=old, config=work / "out-old" / "configs",
+        run=_ctx(new, backend, work / "out-up", work / "state-upgrade", args))), work / "out-up")
+    return Figures(f"{files}x{per_file}", stats.tests, changed, touched, stats.files, cold, full, up)
+
+
+def _print(figures: list[Figures], args: argparse.Namespace) -> None:
+    width = 22
+    names = [f.size + (" (old default)" if f.size == "40x20" else "") for f in figures]
+
+    def row(label: str, cells: list[str]) -> None:
+        print(f"{label:<38}" + "".join(f"{c:>{width}}" for c in cells))
+
+    print(f"capture_ops={args.capture_ops} embed={args.embed}; --no-execute; {args.changed:.0%} of the tests changed; "
+          f"wall seconds (this machine's load: see `uptime`)")
+    row("size (files x tests per file)", names)
+    row("tests; changed (in files)", [f"{f.tests}; {f.changed} ({f.changed_files}/{f.files})" for f in figures])
+    row("first full run (old tree, cold state)", [f"{f.cold.seconds:.2f}" for f in figures])
+    row("full run (new tree, warm state)", [f"{f.full.seconds:.2f}" for f in figures])
+    row("upgrade old -> new (warm state)", [f"{f.up.seconds:.2f}" for f in figures])
+    row("RATIO upgrade / full run (goal <= 0.15)", [f"{f.up.seconds / f.full.seconds:.3f}" for f in figures])
+    row("CPU s: full run / upgrade", [f"{f.full.cpu:.1f} / {f.up.cpu:.1f}" for f in figures])
+    row("RATIO in CPU time", [f"{f.up.cpu / f.full.cpu:.3f}" for f in figures])
+    row("pytest processes: full run", [f"{f.full.pytests} ({f.full.pytest_s:.1f} s)" for f in figures])
+    row("pytest processes: upgrade", [f"{f.up.pytests} ({f.up.pytest_s:.1f} s)" for f in figures])
+    row("brain asked about: full / upgrade", [f"{f.full.asked} / {f.up.asked}" for f in figures])
+    for title, pick in (("full run", lambda f: f.full), ("upgrade", lambda f: f.up)):
+        print(f"-- {title}, seconds per stage")
+        for stage in dict.fromkeys(k for f in figures for k in pick(f).stages):
+            row(f"  {stage}", [f"{pick(f).stages[stage]:.2f}" if stage in pick(f).stages else "-" for f in figures])
+    for f in figures:
+        data, counts = f.up.result, f.up.result["counts"]
+        print(f"{f.size}: {data['evaluated']}; changed {counts['changed']}, added {counts['added']}, moved "
+              f"{counts['moved']}, removed {counts['removed']}; LLM calls {data['usage']['calls']} (offline brain); "
+              f"brain items only for the delta: {f.up.asked == counts['evaluated']}")
+
+
+def _size(text: str) -> tuple[int, int]:
+    files, _, per_file = text.partition("x")
+    return int(files), int(per_file)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--tests-per-file", type=int, default=20)
+    ap.add_argument("--sizes", default="40x20,100x40",
+                    help="comma-separated FILESxTESTS_PER_FILE, measured side by side (default: the old default "
+                         "40x20, and 100x40)")
     ap.add_argument("--changed", type=float, default=0.05)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--embed", action="store_true", help="build embeddings too (slower; off by default)")
@@ -102,33 +240,9 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir, removed)")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-upgrade-"))
-    work.mkdir(parents=True, exist_ok=True)
     try:
-        old, new, backend = work / "old", work / "new", work / "backend.yaml"
-        backend.write_text(BACKEND, encoding="utf-8")
-        stats = generate(old, args.files, args.tests_per_file, seed=0)
-        _valid_ops(old)
-        (old / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
-        t_old, _, _ = _timed(lambda: run_nightly(_ctx(old, backend, work / "out-old", work / "state", args)))
-        shutil.copytree(old, new)
-        changed, files = touch_tests(new, args.changed)
-        for name in ("state-full", "state-upgrade"):
-            shutil.copytree(work / "state", work / name)
-        t_full, asked_full, _ = _timed(
-            lambda: run_nightly(_ctx(new, backend, work / "out-full", work / "state-full", args)))
-        t_up, asked_up, data = _timed(lambda: run_upgrade(UpgradeOptions(
-            old_root=old, config=work / "out-old" / "configs",
-            run=_ctx(new, backend, work / "out-up", work / "state-upgrade", args))))
-        counts = data["counts"]
-        print(f"tree: {stats.files} files, {stats.tests} test functions; {changed} changed in {files} files "
-              f"({args.changed:.0%}); capture_ops={args.capture_ops} embed={args.embed}; --no-execute")
-        print(f"first full run (old tree, cold state): {t_old:7.2f} s")
-        print(f"full run (new tree, warm state):       {t_full:7.2f} s   brain asked about {asked_full} tests")
-        print(f"upgrade old -> new (warm state):       {t_up:7.2f} s   brain asked about {asked_up} tests")
-        print(f"ratio upgrade / full run: {t_up / t_full:.3f} (goal <= 0.15)")
-        print(f"delta: {data['evaluated']}; changed {counts['changed']}, added {counts['added']}, "
-              f"moved {counts['moved']}, removed {counts['removed']}; LLM calls {data['usage']['calls']} "
-              f"(offline brain); brain items only for the delta: {asked_up == counts['evaluated']}")
+        figures = [measure(*_size(size), args, work / size) for size in args.sizes.split(",")]
+        _print(figures, args)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

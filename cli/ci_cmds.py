@@ -10,6 +10,7 @@ from rich.console import Console
 from testcurator.cli.commands import command, new_group
 from testcurator.cli.options import (BackendReq, Branches, ConfigDir, Cron, DispatchLabels, EventType, Label, OutTarget,
                                      Requirement, RunsOn, ScheduleLabels, Shards)
+from testcurator.errors import BadInputError
 
 console = Console(highlight=False, soft_wrap=True)
 app = new_group("ci", "Generate CI that runs the curated suite as a sharded matrix.")
@@ -39,12 +40,23 @@ def github_cmd(
     from testcurator.pipelines.ci_github import WorkflowOptions, render_github_workflow
 
     profile, _ = load_profile(backend, check_paths=False)
-    opts = WorkflowOptions(shards=shards, config_dir=config_dir, runs_on=tuple(runs_on or ()), event_type=event_type,
+    opts = WorkflowOptions(shards=shards, config_dir=config_dir, profile_path=_in_repository(backend), runs_on=tuple(runs_on or ()), event_type=event_type,
                            branches=branches, label=label, cron=cron, testcurator_requirement=requirement,
                            dispatch_labels=dispatch_labels, schedule_labels=schedule_labels)
     atomic_write_text(out, render_github_workflow(profile, opts))
     console.print(f"wrote {out}: {shards} shard(s) on {', '.join(runs_on or ['self-hosted', profile.device.torch_name])}",
                   markup=False)
+
+
+def _in_repository(profile: Path) -> str:
+    """The profile's path from the root of the git repository that holds it (the backend
+    repository the workflow checks out), or from the current directory outside git."""
+    path = profile.resolve()
+    root = next((p for p in path.parents if (p / ".git").exists()), Path.cwd().resolve())
+    if not path.is_relative_to(root):
+        raise BadInputError(f"--backend {profile}: not inside the backend repository {root}; the workflow checks out "
+                            "that repository and needs the profile in it")
+    return path.relative_to(root).as_posix()
 
 
 def register(root: typer.Typer) -> None:

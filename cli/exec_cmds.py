@@ -40,8 +40,13 @@ def rebucket_hook(config: Path, records: Sequence[TestRecord], out: Path, torch_
 
     result = rebucket(config, records, OfflineBrain(), BackendContext(name="refine", device=""), torch_root=torch_root)
     atomic_write_text(out / "changes.json", json.dumps(result.changed, indent=1, sort_keys=True) + "\n")
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
     for change in result.changed:
         console.print(f"{change['file']} {change['test']}: {change['from']} -> {change['to']}: {change['reason']}", markup=False)
+    for kept in result.proposed:
+        console.print(f"{kept['file']} {kept['test']}: {kept['mode']} kept (a person's decision), for review: "
+                      f"{kept['reason']}", markup=False)
     console.print(f"re-bucketed {len(result.changed)} test(s) in {config}; {result.unchanged} unchanged; "
                   f"{len(result.unmatched)} result(s) for files the config does not list", markup=False)
 

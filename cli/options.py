@@ -173,8 +173,9 @@ FORCE = _opt("--force", help="Replace output files that already exist.")
 QUIET = _opt("-q", "--quiet", help="No progress display.")
 EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity search (the slow part of indexing).")
 CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
-PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device before bucketing, so "
-             "predictions know which op x dtype calls it lacks (needs --capture-ops).")
+PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device first (before bucketing; "
+             "in enable-op, before admitting: the capability table), so decisions know which op x dtype calls it "
+             "lacks (needs --capture-ops).")
 REBUILD = _opt("--rebuild", help="Discard the index and build it from scratch.")
 COLLECT = _opt("--collect", help="Also collect the files with pytest (no execution): exact instances and the static @ops map.")
 DEVICE = _opt("--device", metavar="NAME", help="Device type to instantiate tests for (e.g. curatedev).")

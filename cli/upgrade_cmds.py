@@ -64,11 +64,15 @@ def enable_op_cmd(
     state_dir: StateDir = None,
     dry_run: DryRun = False,
     timeout: Timeout = 300.0,
+    probe: Probe = True,
 ) -> None:
     """Admit the tests held back only by OP: a config delta; with --execute, validated on the device.
 
     --config is changed in place; --backend is needed for --execute; without --torch-root
-    (or $TORCH_ROOT) the memory's torch root is used.
+    (or $TORCH_ROOT) the memory's torch root is used. With --backend, the capability table is
+    consulted first: the admitted tests' calls it lacks are replayed on the device, OP's rows
+    are shown, and a test whose calls the device still lacks is not admitted (--no-probe: not
+    checked).
 
     Exit codes: 0 done (with --execute, admitted tests that fail on the device are written
     back as xfail_strict, so the config holds); 2 bad input; 3 infrastructure failure
@@ -79,7 +83,7 @@ def enable_op_cmd(
     console = Console(highlight=False)
     result = enable_op(EnableOptions(op=op, config=config, state_dir=resolve_state_dir(state_dir),
                                      torch_root=torch_root, backend=backend, execute=execute, dry_run=dry_run,
-                                     timeout=timeout), lambda message: console.print(message, markup=False))
+                                     timeout=timeout, probe=probe), lambda message: console.print(message, markup=False))
     console.print(result.summary(), markup=False)
 
 

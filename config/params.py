@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -27,14 +28,23 @@ from testcurator.names import TestIdentity
 PARAMETRIZE_DECORATORS = frozenset({"parametrize", "parametrize_test"})
 
 
+# ``<class 'mod.Name'>``, ``<function name at 0x7f...>``: the name is the stable part.
+_NAMED_REPR = re.compile(r"^<(?:class '([\w.]+)'|function ([\w.<>]+) at 0x[0-9a-f]+)>$")
+# A repr carrying an address differs in every process: no config value can name it.
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
 @lru_cache(maxsize=4096)
 def value_forms(text: str) -> frozenset[str]:
     """Every spelling of a parameter value whose ``repr`` is ``text``."""
     forms = {text}
+    named = _NAMED_REPR.match(text)
+    if named:  # a class or function (``name_fn=lambda x: x.__name__`` is PyTorch's idiom)
+        return frozenset({text, (named.group(1) or named.group(2)).rsplit(".", 1)[-1]})
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return frozenset(forms)  # torch.float32, <function ...>: the repr is all there is
+        return frozenset(forms)  # torch.float32, <object at 0x...>: the repr is all there is
     forms |= {str(value), str(value).replace(".", "_")}
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool)) for v in value):
         forms.add("x".join(str(v) for v in value))
@@ -43,6 +53,48 @@ def value_forms(text: str) -> frozenset[str]:
 
 def config_value(value: Any) -> str:
     return str(value)
+
+
+def spelling(text: str, others: Iterable[str] = ()) -> str | None:
+    """The config value that names the parameter value whose ``repr`` is ``text`` and none of
+    ``others`` (the reprs of the argument's other values): the readable form when it is
+    unambiguous (``mean``, ``3``, ``2x3``), else the Python literal itself (``'3'`` beside 3);
+    None when every spelling of it also names another value (3 beside ``'3'``)."""
+    rivals = [o for o in others if o != text]
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    readable = sorted(value_forms(text) - {text}) if _NAMED_REPR.match(text) else []
+    if isinstance(value, (tuple, list)):
+        readable.append("x".join(str(v) for v in value))
+    elif isinstance(value, (str, int, float, bool)):
+        readable.append(str(value))
+    for candidate in (*readable, *(() if _ADDRESS.search(text) else (text,))):
+        if candidate in value_forms(text) and not any(candidate in value_forms(o) for o in rivals):
+            return candidate
+    return None
+
+
+def param_ref(name: str, value: str) -> str:
+    """``shape=2x3``: one excluded value as decisions and review name it."""
+    return f"{name}={value}"
+
+
+def split_param_ref(ref: str) -> tuple[str, str]:
+    """The inverse of :func:`param_ref` (an argument name never holds ``=``)."""
+    name, _, value = ref.partition("=")
+    return name, value
+
+
+def excludes(refs: Iterable[str], params: Iterable[tuple[str, str]]) -> bool:
+    """Whether one of ``refs`` (``name=value``) names one of an instance's ``params``."""
+    given = dict(params)
+    for ref in refs:
+        name, value = split_param_ref(ref)
+        if name in given and value in value_forms(given[name]):
+            return True
+    return False
 
 
 def excluded_param(edits: Edits | None, ident: TestIdentity) -> str | None:

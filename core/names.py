@@ -14,6 +14,7 @@ from elsewhere) and needs the set of known generic names to split an op off a te
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,32 @@ class TestIdentity:
             return None
         base = self.op.replace(".", "_")
         return f"{base}_{self.op_variant}" if self.op_variant else base
+
+
+#: An instance's ``@parametrize`` values: (argument, ``repr`` of the live value), sorted.
+Params = tuple[tuple[str, str], ...]
+
+
+def params_text(params: Params) -> str:
+    """``params`` as one JSON object (``{"shape": "(2, 3)"}``): a JUnit property's value."""
+    return json.dumps(dict(params), sort_keys=True)
+
+
+def params_from(value: Any) -> Params:
+    """Params back from what a record carried: a mapping, a list of pairs (JSON of a tuple),
+    :func:`params_text`'s JSON text, or nothing (records written before params existed)."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"params: not a JSON object: {value[:80]!r}") from None
+    items = value.items() if isinstance(value, Mapping) else value
+    try:
+        return tuple(sorted((str(k), str(v)) for k, v in items))
+    except (TypeError, ValueError):
+        raise ValueError(f"params: expected a mapping of argument to value, got {value!r:.80}") from None
 
 
 @lru_cache(maxsize=1)

@@ -12,15 +12,15 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from testcurator.errors import MemoryStoreError
 from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
-from testcurator.plugin.callspec import split_key
-from testcurator.runner.probe import ProbeResult
+from testcurator.plugin.callspec import is_host_call, split_key
+from testcurator.runner.probe import REPLAY_VERSION, ProbeResult
 from testcurator.vocab import PROBE_GAPS, TestKey
 
 CAPABILITY_DB = "capability.sqlite"
@@ -39,8 +39,9 @@ COMMIT;
 
 
 def backend_version(profile_path: Path, sources: Sequence[Path]) -> str:
-    """A digest of the profile and every source file of the backend (sorted, by content)."""
-    digest = hashlib.sha256(profile_path.read_bytes())
+    """A digest of the profile and every source file of the backend (sorted, by content), and
+    of the probe's replay rules (a table they filled differently is not reused)."""
+    digest = hashlib.sha256(f"replay/{REPLAY_VERSION}\0".encode() + profile_path.read_bytes())
     files: list[Path] = []
     for src in sources:
         files += [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.suffix in _SOURCE_SUFFIXES)
@@ -142,14 +143,22 @@ class ProbeEvidence:
                    works=int(data.get("works", 0)), not_probed=int(data.get("not_probed", 0)))
 
 
+def device_calls(inst: InstanceCalls) -> InstanceCalls:
+    """``inst`` with the calls the device's capabilities decide: all of a device-generic
+    instance's; a plain test's host calls only (see :func:`probe_evidence`)."""
+    return inst if inst.device is not None else replace(inst, calls=tuple(c for c in inst.calls if is_host_call(c)))
+
+
 def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
     """Per ``file::Class::test`` with captured calls, what the table says about them.
 
-    Device-generic tests only: the calls of a plain test (no device parameter) ran on CPU in
-    the capture and run on CPU on the backend's CI too, so the device's gaps do not touch it."""
+    A plain test (no device parameter) is judged on its host calls only (callspec.HOST_CALLS:
+    pinning, which goes through the backend loaded in the process): its other calls ran on
+    CPU in the capture and run on CPU on the backend's CI too, so the device's gaps do not
+    touch them."""
     per_test: dict[TestKey, list[InstanceCalls]] = {}
-    for inst in opmap.instance_calls():
-        if inst.calls and inst.device is not None:
+    for inst in map(device_calls, opmap.instance_calls()):
+        if inst.calls:
             per_test.setdefault(TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic), []).append(inst)
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):

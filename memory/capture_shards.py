@@ -20,9 +20,10 @@ that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
@@ -52,6 +53,8 @@ class CaptureJob:
 class CaptureOutput:
     captured: str  # the capture's JSON lines
     records: tuple[TestRecord, ...]  # outcome and duration of each test
+    # Files that did not import (relative to the torch root) -> pytest's collection error.
+    collect_errors: tuple[tuple[str, str], ...] = ()
 
 
 def capture_shard(job: CaptureJob) -> CaptureOutput:
@@ -82,7 +85,10 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         fault = pass_fault(returncode, fold, job.work / "capture.log")
         if fault is not None:  # pytest itself failing is not evidence of anything
             raise ExecutionError(f"{job.label}: {fault}")
-    return CaptureOutput(_read_parts(parts), scan.records)
+    rootdir = Path(scan.rootdir) if scan.rootdir else job.torch_root
+    errors = tuple((Path(os.path.relpath(rootdir / nodeid, job.torch_root)).as_posix(), text)
+                   for nodeid, text in scan.collect_errors.items() if nodeid)
+    return CaptureOutput(_read_parts(parts), scan.records, errors)
 
 
 def _read_parts(parts: Sequence[Path]) -> str:
@@ -105,6 +111,8 @@ class EventScan:
     selected_known: bool
     unfinished: bool  # a test started and never finished (its process died under it)
     unrun: bool  # a collected test neither finished nor failed to collect
+    collect_errors: Mapping[str, str] = field(default_factory=dict)  # node id (a file) -> error text
+    rootdir: str | None = None  # pytest's rootdir, which collection error node ids are relative to
 
     def clean(self, returncode: int) -> bool:
         return (returncode in PYTEST_FINISHED and returncode not in PYTEST_FAULTS and self.selected_known
@@ -124,7 +132,8 @@ def scan_events(events: Path) -> EventScan:
     device: dict[str, str | None] = {}
     finished: dict[str, None] = {}
     collected: list[str] = []
-    errors: set[str] = set()
+    errors: dict[str, str] = {}
+    rootdir: str | None = None
     selected = False
     decode = json.JSONDecoder().raw_decode  # json.loads' checks and wrapping, per line, were a third of it
     for path in EventTail(events).files():
@@ -149,12 +158,14 @@ def scan_events(events: Path) -> EventScan:
                     finished[nodeid] = None
                 elif kind == "collected":
                     selected = True
+                    rootdir = rootdir or event.get("rootdir")
                     collected.extend(event["nodeids"])
                 elif kind == "collect_error":
-                    errors.add(nodeid)
+                    errors[nodeid] = event.get("longrepr") or ""
     records = tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in finished)
     return EventScan(records, selected, unfinished=len(finished) < len(seconds),
-                     unrun=any(n not in finished and n not in errors for n in collected))
+                     unrun=any(n not in finished and n not in errors for n in collected),
+                     collect_errors=errors, rootdir=rootdir)
 
 
 def _weights(targets: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:
@@ -183,10 +194,11 @@ def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int
 
 def run_capture(
     torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
-    shards: int = 1, workers: int = 1, extra: Sequence[str] = (),
+    shards: int = 1, workers: int = 1, extra: Sequence[str] = (), collect_errors: dict[str, str] | None = None,
 ) -> bool:
     """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
-    nothing was captured. ``extra``: pytest options every job gets.
+    nothing was captured. ``extra``: pytest options every job gets. ``collect_errors``, when
+    given, receives the files that did not import (file -> pytest's error text).
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
@@ -198,6 +210,8 @@ def run_capture(
                 for label in [f"capture shard {k}/{len(plan)}" if len(plan) > 1 else "op capture"]]
         outputs = executor.run(jobs)
         store.record([r for o in outputs for r in o.records], "capture")
+    if collect_errors is not None:
+        collect_errors.update(error for o in outputs for error in o.collect_errors)
     text = "".join(o.captured for o in outputs)
     if not text:
         return False

@@ -16,8 +16,8 @@ Three sources, each cheap on a rerun:
 A delta run (``testcurator upgrade``: ``only`` names the tests to re-evaluate) refreshes the
 index over every kept file (it is incremental, and pruning would drop the files the delta
 does not touch), but collects and captures only the files holding a delta test, through
-the same sharded capture as a full run, running only the delta tests' instances (a
-selection config skips the rest, ``-k`` deselects most of them first). Records
+the same sharded capture as a full run, running only the delta tests' instances
+(``--curate-only`` deselects the rest at collection). Records
 of other tests are never re-ingested, so the op map keeps what the last full run captured.
 
 Either way the per-test evidence the bucket stage needs is written to ``evidence.json`` in
@@ -37,14 +37,13 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.editor import ConfigEditor, EntrySpec
-from testcurator.config.layout import config_path, raw_path
 from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
+from testcurator.plugin.only import write_keys
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.eventlog import EventFold, EventTail
@@ -52,7 +51,7 @@ from testcurator.runner.executors import Executor
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
-CAPTURE_FORMAT = "oprecord/3"  # 3: calls and replayable examples (the probe)
+CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
 EVIDENCE = "evidence.json"
 
 
@@ -72,11 +71,15 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
-    if returncode not in PYTEST_FINISHED or not tmp.exists():
+    errors = dict(sorted((rel, error_line(text)) for rel, text in _collect_errors(events, torch_root).items()))
+    # No record at all is a fault, unless every file it collected failed to import (a delta
+    # run's only touched file, say): then the map is empty and the errors say why.
+    if returncode not in PYTEST_FINISHED or not (tmp.exists() or errors):
         raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}:\n"
                              + pytest_message(log))
-    errors = dict(sorted((rel, error_line(text)) for rel, text in _collect_errors(events, torch_root).items()))
     atomic_write_text(out.with_name(IMPORT_ERRORS), json.dumps(errors, indent=1, sort_keys=True) + "\n")
+    if not tmp.exists():
+        tmp.write_text("", encoding="utf-8")
     tmp.replace(out)
     return out
 
@@ -194,25 +197,8 @@ def delta_files(files: Sequence[str], only: Collection[TestKey]) -> list[str]:
     return [f for f in files if f in touched]
 
 
-def delta_keyword(only: Collection[TestKey]) -> str:
-    """A ``-k`` expression keeping the delta's tests: deselecting the rest of the touched
-    files is cheap, skipping them costs a report (and an fsynced start event) per instance.
-    It matches substrings, so it may keep a few more, which the run's config then skips."""
-    return " or ".join(sorted({key.test for key in only}))
-
-
 def _in_delta(records: Iterable[OpRecord], only: Collection[TestKey]) -> list[OpRecord]:
     return [r for r in records if TestKey.of(TestKey.parse(r.nodeid).file, r.generic) in only]
-
-
-def _selection_config(folder: Path, files: Sequence[str], only: Collection[TestKey]) -> Path:
-    """A config that runs the delta's tests and skips every other test of ``files``."""
-    for rel in files:
-        names = sorted(key.name for key in only if key.file == rel)
-        editor = ConfigEditor.new(config_path(folder, rel))
-        editor.update(raw_path(rel), [EntrySpec((name,), "mandatory_success") for name in names])
-        editor.save()
-    return folder
 
 
 def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
@@ -221,48 +207,63 @@ def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
 
 
 def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[TestKey], state_dir: Path, work: Path,
-                    run: CaptureRun) -> Path | None:
-    """Run the delta tests once on CPU under the capture mode (cached by content and delta).
+                    run: CaptureRun) -> tuple[Path | None, dict[str, str]]:
+    """Run the delta tests once on CPU under the capture mode (cached by content and delta);
+    the captured records, and the files of ``files`` that do not import (file -> error line).
 
     Through :func:`run_capture`, like a full capture (sharded by file, timed, on the run's
-    executor), with a selection: a config that runs the delta's tests and skips the rest,
-    and ``-k`` to deselect most of the rest before any report. One pytest per shard
-    collects the touched files and runs only the delta's instances; a separate collection
-    for exact node ids would cost a second import of torch and op_db (most of a small
-    collection's time: bench/upgrade.py), which is more than the selection saves.
+    executor), with ``--curate-only``: every instance of another test is deselected at
+    collection, by identity (plugin/only.py). One pytest per shard collects the touched
+    files and runs only the delta's instances; a separate collection for exact node ids
+    would cost a second import of torch and op_db (most of a small collection's time:
+    bench/upgrade.py). The same pytest says which files do not import (its collection
+    errors): no static collection.
     """
     if not files:
-        return None
+        return None, {}
     digest = hashlib.sha256(_content_key(torch_root, files).encode())
     digest.update("\n".join(sorted(str(key) for key in only)).encode())
     cache = state_dir / "capture" / f"delta-{digest.hexdigest()[:24]}.jsonl"
-    if not cache.exists():
-        selection = ("--curate-config", str(_selection_config(work / "capture-config", files, only)),
-                     "--curate-torch-root", str(torch_root),
-                     "-k", delta_keyword(only))
+    errors_cache = cache.with_name(cache.stem + ".import_errors.json")
+    if not (cache.exists() and errors_cache.exists()):
+        selection = ("--curate-only", str(write_keys(work / "capture" / "delta.tests", sorted(only, key=str), torch_root)))
         everything = work / "capture" / "captured-all.jsonl"
-        if not run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,
-                           executor=run.executor, shards=run.shards, workers=run.workers, extra=selection):
+        texts: dict[str, str] = {}
+        captured = run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,
+                               executor=run.executor, shards=run.shards, workers=run.workers, extra=selection,
+                               collect_errors=texts)
+        errors = dict(sorted((rel, error_line(text)) for rel, text in texts.items()))
+        if not captured and not all(key.file in errors for key in only if key.file in files):
             raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture'}/*/capture.log")
         # Only the delta's own records: the others were skipped and must not replace what
         # the last full run captured for them.
         _write_records(cache, _in_delta(read_capture([everything]), only))
+        atomic_write_text(errors_cache, json.dumps(errors, indent=1, sort_keys=True) + "\n")
     out = work / "captured.jsonl"
     shutil.copyfile(cache, out)
-    return out
+    return out, json.loads(errors_cache.read_text(encoding="utf-8"))
 
 
 def run_delta_memory_stage(torch_root: Path, files: Sequence[str], only: Collection[TestKey], *, state_dir: Path,
-                           work: Path, embed: bool, capture: CaptureRun | None) -> dict[str, Any]:
-    """Memory for a delta run; the figures of :func:`run_memory_stage` plus the delta's size."""
+                           work: Path, embed: bool, capture: CaptureRun | None,
+                           recheck: Collection[str] = ()) -> dict[str, Any]:
+    """Memory for a delta run; the figures of :func:`run_memory_stage` plus the delta's size.
+
+    ``recheck``: more files to collect although none of their tests is re-evaluated (their
+    source changed: they may have stopped importing). A touched file that does not import
+    is in the figures' ``import_errors``, decided as a whole like in a full run."""
     stats = build(torch_root, list(files), state_dir, embed=embed)
     touched = delta_files(files, only)
+    more = set(recheck) - set(touched)
+    touched += [f for f in files if f in more]
     if capture is not None:
-        source = _captured_delta(torch_root, touched, only, state_dir, work, capture)
+        source, errors = _captured_delta(torch_root, touched, only, state_dir, work, capture)
     else:  # no execution wanted: the collect-only pass gives the instances (static map)
         source = _static_map(torch_root, touched, work) if touched else None
+        errors = import_errors(work)
     records = _in_delta(read_capture([source]), only)
     if records:
         _ingest(state_dir, records)
     write_evidence(work / EVIDENCE, gather(records))
-    return {**_figures(stats, capture is not None), "delta_files": len(touched), "delta_tests": len(only)}
+    return {**_figures(stats, capture is not None), "delta_files": len(touched), "delta_tests": len(only),
+            "import_errors": errors}

@@ -20,6 +20,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import PurePosixPath
 from typing import Any
 
 from testcurator.config.profile import BackendProfile
@@ -33,6 +34,7 @@ ACTIONS = {
     "download_artifact": "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c  # v8.0.1",
 }
 _LABELS = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+_PROFILE = re.compile(r"^[A-Za-z0-9_./-]+$")
 _VALUE = re.compile(r"<<([a-z_]+)>>")
 _SCRIPT = re.compile(r"^(?P<indent>[ ]*)<<script:(?P<name>[a-z_.-]+)>>$", re.M)
 
@@ -43,6 +45,7 @@ class WorkflowOptions:
 
     shards: int
     config_dir: str = "configs"
+    profile_path: str = "backend.yaml"  # the backend profile, relative to the backend repository's root
     runs_on: tuple[str, ...] = ()  # default: [self-hosted, <device>]
     build_runs_on: tuple[str, ...] = ("ubuntu-latest",)
     event_type: str = "pytorch-pr"
@@ -69,7 +72,7 @@ def _template(name: str) -> str:
 def _values(profile: BackendProfile, opts: WorkflowOptions) -> dict[str, Any]:
     device = profile.device.torch_name
     return {
-        "backend_name": profile.name, "device": device, "backend_module": profile.backend_module or "",
+        "backend_name": profile.name, "device": device, "backend_profile": opts.profile_path,
         "shards": list(range(1, opts.shards + 1)), "shards_count": str(opts.shards),
         "runs_on": list(opts.runs_on) or ["self-hosted", device], "build_runs_on": list(opts.build_runs_on),
         "config_dir": opts.config_dir, "event_type": opts.event_type, "branches": opts.branches,
@@ -82,6 +85,10 @@ def _values(profile: BackendProfile, opts: WorkflowOptions) -> dict[str, Any]:
 
 
 def _check(opts: WorkflowOptions) -> None:
+    profile = PurePosixPath(opts.profile_path)
+    if profile.is_absolute() or ".." in profile.parts or not _PROFILE.match(opts.profile_path):
+        raise BadInputError(f"backend profile {opts.profile_path!r}: expected a path inside the backend repository "
+                            "(relative, no '..', letters, digits, - _ . /)")
     if opts.shards < 1:
         raise BadInputError(f"--shards {opts.shards}: need at least 1")
     for tier in (opts.dispatch_tier, opts.schedule_tier):

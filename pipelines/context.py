@@ -58,6 +58,9 @@ class RunContext:
     only_tests: frozenset[TestKey] | None = _field(
         "Delta mode (testcurator upgrade): only these tests are bucketed, run, refined and emitted; "
         "every other entry of the configs is left as it is. None: all tests.", default=None)
+    recheck_files: frozenset[str] = _field(
+        "Delta mode: files collected to see whether they still import although none of their tests is "
+        "re-evaluated (their source changed); one that does not is skipped as a whole.", default=frozenset())
     scope: tuple[FileDecision, ...] | None = _field(
         "Scope decisions made before the graph (testcurator upgrade decides scope to compute its "
         "delta); None: the scope node asks the brain.", default=None)

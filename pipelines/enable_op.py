@@ -40,6 +40,7 @@ from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.enable_op_exec import run_admitted
 from testcurator.pipelines.enable_op_global import add_supported_op
+from testcurator.pipelines.enable_op_probe import Admitting, check_admissions, refused_reason
 from testcurator.vocab import HELD_BACK_MODES, TestKey, op_key
 
 _ATEN = re.compile(r"aten::([A-Za-z_][\w]*)")
@@ -55,6 +56,7 @@ class EnableOptions:
     execute: bool = False
     dry_run: bool = False
     timeout: float = 300.0
+    probe: bool = True  # consult (and fill) the capability table before admitting
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,15 @@ class EnableResult:
     admitted: list[Admission] = field(default_factory=list)
     still_held: list[dict[str, str]] = field(default_factory=list)  # exercise OP, held back by more
     executed: dict[str, str] = field(default_factory=dict)  # key -> passed | failed: class | not run
+    table: dict[str, str] = field(default_factory=dict)  # OP's calls the admitted tests make -> probe status
+    run_dtypes: dict[str, frozenset[str]] = field(default_factory=dict)  # key -> its file's declared dtypes
     diff: str = ""
 
     def summary(self) -> str:
         passed = sum(v == "passed" for v in self.executed.values())
         run = f"; on the device {passed} of {len(self.executed)} passed" if self.executed else ""
         return (f"enable-op {self.op}: admitted {len(self.admitted)} test(s), "
-                f"{len(self.still_held)} still held back by other ops{run}")
+                f"{len(self.still_held)} still held back by other ops or the device{run}")
 
 
 def _base(op: str) -> str:
@@ -170,6 +174,8 @@ def find_admissions(opts: EnableOptions, root: Path) -> EnableResult:
                                           None, _spec(entry, names=(name,)))
                 if admission is not None:
                     result.admitted.append(admission)
+                    if file.capabilities.supported_dtypes is not None:  # the others do not run
+                        result.run_dtypes[key] = frozenset(d.name for d in file.capabilities.supported_dtypes)
     return result
 
 
@@ -193,6 +199,11 @@ def enable_op(opts: EnableOptions, say: Say) -> EnableResult:
         raise BadInputError(f"--config must be a configs directory: {opts.config}")
     root = _torch_root(opts)
     result = find_admissions(opts, root)
+    if result.admitted and opts.backend is not None and opts.probe:
+        _consult_table(opts, result, say)
+    elif result.admitted and opts.probe:
+        say("warning: the capability table was not consulted (pass --backend backend.yaml to check the admitted "
+            "tests' calls on the device first)")
     with tempfile.TemporaryDirectory(prefix="enable-op-") as tmp:
         before = Path(tmp) / "before"
         shutil.copytree(opts.config, before)
@@ -209,6 +220,24 @@ def enable_op(opts: EnableOptions, say: Say) -> EnableResult:
         result.diff = render(review_paths(str(before), str(target)), "markdown")
     say(result.diff)
     return result
+
+
+def _excluded(spec: EntrySpec | None, dim: str) -> tuple[str, ...]:
+    edits = (spec.edits if spec is not None else None) or {}
+    return tuple(item["name"] for item in (edits.get(dim) or {}).get("exclude", []))
+
+
+def _consult_table(opts: EnableOptions, result: EnableResult, say: Say) -> None:
+    """Drop the admissions whose admitted instances make a call the device still lacks."""
+    assert opts.backend is not None
+    admitting = [Admitting(a.key, None if a.kind == "mode" else op_key(opts.op),
+                           *(_excluded(a.spec or a.original, dim) for dim in ("dtypes", "ops", "modules")),
+                           run_dtypes=result.run_dtypes.get(a.key)) for a in result.admitted]
+    check = check_admissions(admitting, opts.op, opts.backend, opts.state_dir, say)
+    result.table = {call: r.status for call, r in check.rows.items()}
+    for adm in [a for a in result.admitted if a.key in check.refused]:
+        result.admitted.remove(adm)
+        result.still_held.append({"test": adm.key, "mode": adm.old_mode, "also": refused_reason(check.refused[adm.key])})
 
 
 def _rebase(adm: Admission, old: Path, new: Path) -> Admission:

@@ -47,10 +47,12 @@ class Prediction:
     exclude_dtypes: tuple[str, ...] = ()
     exclude_ops: tuple[str, ...] = ()
     exclude_modules: tuple[str, ...] = ()
+    exclude_params: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, decision: Decision) -> Prediction:
-        return cls(decision.mode, decision.exclude_dtypes, decision.exclude_ops, decision.exclude_modules)
+        return cls(decision.mode, decision.exclude_dtypes, decision.exclude_ops, decision.exclude_modules,
+                   decision.exclude_params)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[E
             if not v.excluded_by(prediction.exclude_dtypes)
             and not (v.op and any(op_matches(v.op, x) for x in prediction.exclude_ops))
             and not (v.module and v.module in prediction.exclude_modules)
+            and not v.excluded_by_params(prediction.exclude_params)
             and v.failure_class not in NOT_EVIDENCE_CLASSES
             and any(o != "skipped" for o in v.outcomes)]
 

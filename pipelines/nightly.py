@@ -76,7 +76,7 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}
     if ctx.only_tests is not None:
-        figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, **where)
+        figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, recheck=ctx.recheck_files, **where)
     else:
         figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
     return figures | _summaries(ctx, files)
@@ -120,8 +120,10 @@ def _decide_file(stage: str, decide: Callable[[RunContext, RunStore, str], Any],
             store.write_decisions(stage, task["file"], decide(ctx, store, task["file"]))
 
 
-def fan_out_bucket(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send]:
-    return _fan_out("bucket_file", state, runtime)
+def fan_out_bucket(state: NightlyState, runtime: Runtime[RunContext]) -> list[Send] | str:
+    # No file to decide (a delta run that only rechecks whether files import): straight on,
+    # an empty fan-out would end the graph before the configs and the report.
+    return _fan_out("bucket_file", state, runtime) or "draft"
 
 
 def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -131,14 +133,16 @@ def bucket_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 def draft(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
-    with store.timed("bucket"):
-        steps.write_exec_config(ctx, store, ctx.run_files(state["files"]))
+    if ctx.execute:  # the draft's config is what the device runs; --no-execute runs nothing
+        with store.timed("bucket"):
+            steps.write_exec_config(ctx, store, ctx.run_files(state["files"]))
     ctx.say(f"bucket: {steps.count_modes(store, 'bucket', ctx.run_files(state['files']))}")
     return {}
 
 
 def after_draft(state: NightlyState, runtime: Runtime[RunContext]) -> str:
-    return "execute" if runtime.context.execute else "emit"
+    ctx = runtime.context
+    return "execute" if ctx.execute and ctx.run_files(state["files"]) else "emit"
 
 
 def execute(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -160,7 +164,8 @@ def refine_file(task: FileTask, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def emit(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, store = runtime.context, _store(state)
     with store.timed("emit"):
-        written = steps.emit_configs(ctx, store, ctx.run_files(state["files"]), refined=bool(state.get("executed")))
+        written = steps.emit_configs(ctx, store, steps.decided_files(ctx, store, state["files"]),
+                                     refined=bool(state.get("executed")))
     ctx.say(f"configs: {len(written)} file(s) changed under {ctx.configs_dir}")
     return {"emitted": written}
 
@@ -179,7 +184,7 @@ def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     from testcurator.pipelines.report import write_report
 
     ctx, store = runtime.context, _store(state)
-    path = write_report(ctx, store, {**state, "files": ctx.run_files(state.get("files", []))})
+    path = write_report(ctx, store, {**state, "files": steps.decided_files(ctx, store, state.get("files", []))})
     ctx.say(f"report: {path}")
     return {"report": str(path)}
 
@@ -194,7 +199,7 @@ def build_nightly_graph(checkpointer: Any = None) -> Any:
     graph.add_edge(START, "scope")
     graph.add_edge("scope", "memory")
     graph.add_edge("memory", "probe")
-    graph.add_conditional_edges("probe", fan_out_bucket, ["bucket_file"])
+    graph.add_conditional_edges("probe", fan_out_bucket, ["bucket_file", "draft"])
     graph.add_edge("bucket_file", "draft")
     graph.add_conditional_edges("draft", after_draft, ["execute", "emit"])
     graph.add_conditional_edges("execute", fan_out_refine, ["refine_file"])

@@ -5,27 +5,31 @@ own (``testcurator probe --backend backend.yaml``). The calls come from the op m
 capture's distinct op x dtypes calls, each with one replayable example); calls the capability
 table already holds for this backend and torch version are not replayed again. Per test, what
 the table says about its calls goes to the run directory (``probe_evidence.json``), where the
-bucket stage reads it, and :func:`draft_skips` tells the draft which predictions need no
-device time (the verification run still runs them).
+bucket stage reads it. Those are predictions: the draft still runs every test that is not
+skipped, and refine confirms or overturns each (:func:`overturned` counts the latter). On real
+upstream files a CPU capture cannot tell a device-generic test's calls on the device from its
+reference calls on CPU (``torch.randn(10)`` without ``device=``; a test without a ``device``
+argument), so a prediction left unexecuted would end as a strict xfail that passes.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testcurator.agents.decision import Decision
+from testcurator.agents.offline_probe import from_probe
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.memory.capability import (
     CapabilityTable, ProbeEvidence, backend_version, probe_evidence, write_probe_evidence,
 )
 from testcurator.memory.opmap import OpMap
-from testcurator.runner.probe import ProbeSpec, probe_calls
-from testcurator.vocab import PROBE_STATUSES, XFAIL_MODES
+from testcurator.runner.probe import NO_EXAMPLE, ProbeSpec, probe_calls
+from testcurator.vocab import PROBE_STATUSES
 
 PROBE_EVIDENCE = "probe_evidence.json"
 
@@ -51,15 +55,20 @@ class ProbeTarget:
                                torch.__version__)
 
 
-def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None,
+def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,
               say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Probe the calls not yet in the table; figures for the report (and ``evidence_out``)."""
+    """Probe the calls not yet in the table (of ``only``, when given); figures for the report
+    (and ``evidence_out``)."""
     opmap = OpMap(target.state_dir)
     try:
         calls = opmap.calls()
+        if only is not None:
+            calls = {k: v for k, v in calls.items() if k in only}
         with target.table() as table:
             known = table.results()
-            todo = {k: v for k, v in calls.items() if k not in known}
+            # A call not probed for want of an example is tried again once the capture has one.
+            todo = {k: v for k, v in calls.items()
+                    if k not in known or (v is not None and known[k].status == "not_probed" and NO_EXAMPLE in known[k].error)}
             started = time.perf_counter()
             if todo:
                 say(f"probe: replaying {len(todo)} call(s) on {target.profile.device.torch_name} "
@@ -86,12 +95,8 @@ def summary(figures: Mapping[str, Any]) -> str:
             f"{figures['seconds']:.1f}s, {figures['reused']} reused")
 
 
-def draft_skips(decision: Decision, evidence: ProbeEvidence | None) -> bool:
-    """Whether the draft may leave ``decision``'s test out: it is predicted not to pass, and
-    every instance the decision keeps makes a call the device lacks, so running it would only
-    show the failure the probe already found (the verification run still runs it)."""
-    if evidence is None or decision.mode not in XFAIL_MODES or not evidence.instances:
-        return False
-    kept = [i for i in evidence.instances if i.dtype not in decision.exclude_dtypes
-            and i.op not in decision.exclude_ops and i.module not in decision.exclude_modules]
-    return bool(kept) and all(i.gaps for i in kept)
+def overturned(bucket: Sequence[Decision], refined: Sequence[Decision]) -> list[Decision]:
+    """Bucket decisions made from the probe's evidence whose mode the draft's execution changed."""
+    final = {d.test: d.mode for d in refined}
+    return [d for d in bucket if from_probe(d)
+            and final.get(d.test, d.mode) != d.mode]

@@ -24,6 +24,7 @@ from typing import Any
 from testcurator.files import atomic_write_text
 from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.probe import overturned
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
 from testcurator.vocab import HELD_BACK_MODES, MODES
@@ -42,8 +43,11 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     review: list[dict[str, Any]] = []
     fallbacks: list[dict[str, Any]] = []  # LLM answers the rails rejected, decided offline
     brains: Counter[str] = Counter()
+    overruled: list[str] = []  # probe-based predictions the draft's execution changed
     for rel in files:
         decisions = store.read_decisions(stage, rel) or []
+        if stage == "refine":
+            overruled += [f"{rel}::{d.test}" for d in overturned(store.read_decisions("bucket", rel) or [], decisions)]
         per_file[rel] = {m: n for m, n in Counter(d.mode for d in decisions).items()}
         brains.update(d.brain for d in decisions)
         review += [{"file": rel, "test": d.test, "mode": d.mode, "reason": d.reason, "missing": list(d.missing)}
@@ -69,6 +73,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains),
         "usage": ctx.brain.usage.as_dict(), "timings_s": ordered_timings(store.read_json("timings.json", {})),
         "memory": store.read_json("memory.json", {}), "probe": store.read_json("probe.json"),
+        "probe_overturned": sorted(overruled),
         "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
         **brain_report.sections(ctx, store, state),  # "llm" and "eval"
@@ -263,6 +268,11 @@ def _markdown(data: Mapping[str, Any]) -> str:
             f"{k} {v}" for k, v in p["statuses"].items() if v) + f"; {p['replayed']} replayed in {p['seconds']}s, "
             f"{p['reused']} reused (backend {p['backend_version']}, torch {p['torch_version']}); "
             "`testcurator probe --backend ...` lists what the device lacks"]
+        overruled = data.get("probe_overturned") or []
+        lines.append(f"- predictions from it that the draft's execution overturned: {len(overruled)}"
+                     + (" (" + ", ".join(f"`{_cell(t)}`" for t in overruled[:EXAMPLES])
+                        + (f" and {len(overruled) - EXAMPLES} more" if len(overruled) > EXAMPLES else "") + ")"
+                        if overruled else ""))
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
     lines += [f"- `{r['file']}::{r['test']}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]

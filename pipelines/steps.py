@@ -29,11 +29,12 @@ from testcurator.memory.api import Memory
 from testcurator.memory.capability import ProbeEvidence, read_probe_evidence
 from testcurator.memory.evidence import TestEvidence, read_evidence
 from testcurator.memory.paths import memory_db_path
-from testcurator.memory.stage import EVIDENCE, delta_keyword
+from testcurator.memory.stage import EVIDENCE
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
-from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, draft_skips, run_probe
+from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
+from testcurator.plugin.only import write_keys
 from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
@@ -129,6 +130,14 @@ def not_importing(store: RunStore) -> dict[str, str]:
     return dict((store.read_json("memory.json", {}) or {}).get("import_errors") or {})
 
 
+def decided_files(ctx: RunContext, store: RunStore, files: Sequence[str]) -> list[str]:
+    """The files whose configs this run writes: the run's files (:meth:`RunContext.run_files`)
+    and, in a delta run, the rechecked files that stopped importing (decided as a whole)."""
+    decided = ctx.run_files(files)
+    broken = set(not_importing(store)) - set(decided)
+    return decided + [f for f in files if f in broken]
+
+
 def file_reason(error: str) -> str:
     return (f"NEEDS REVIEW: the whole file is skipped: it does not import ({error}). "
             "Its tests are decided once it imports again.")
@@ -155,11 +164,12 @@ def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
 
 
 def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
-    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes),
-    except predicted failures the probe already showed (:func:`draft_skips`)."""
+    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes).
+
+    Predicted failures run too: a prediction from the CPU capture is confirmed or overturned
+    here, never emitted on its own (see pipelines/probe.py)."""
     root = store.path(EXEC_CONFIG)
     broken = not_importing(store)
-    probed = _probe(store)
     for rel in files:
         if rel in broken:
             continue  # nothing of it can run; its collection error would only repeat
@@ -168,8 +178,7 @@ def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) ->
         specs = []
         for decision in store.read_decisions("bucket", rel) or []:
             spec = emitter.entry_for(decision)
-            known = draft_skips(decision, probed.get(TestKey.of(rel, decision.test)))
-            mode = "skip" if spec.mode == "skip" or known else "mandatory_success"
+            mode = "skip" if spec.mode == "skip" else "mandatory_success"
             specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
         editor.update(raw_path(rel), specs)
         editor.save()
@@ -185,9 +194,10 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
     done = store.path(out, "results.jsonl")
     if not done.exists():
-        # A delta run's draft covers only the touched files, and -k leaves out most of their
-        # other tests before collection ends (the config would skip them one report at a time).
-        keep = ("-k", delta_keyword(ctx.only_tests)) if ctx.only_tests else ()
+        # A delta run's draft covers only the touched files, and --curate-only leaves out their
+        # other tests at collection (the config would skip them one report at a time).
+        keep = ("--curate-only", str(write_keys(store.path(out, "delta.tests"), sorted(ctx.only_tests, key=str),
+                                                ctx.torch_root))) if ctx.only_tests else ()
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)
@@ -216,12 +226,8 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     records = read_jsonl(store.path("exec", "results.jsonl"))
     executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
-    probed = _probe(store)
-    for d in previous:  # left out of the draft (skipped there): no result, the prediction stands
-        key = TestKey.of(rel, d.test)
-        if draft_skips(d, probed.get(key)):
-            executions.pop(key, None)
     return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
+
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:

@@ -8,6 +8,12 @@ The delta run is the nightly graph with ``RunContext.only_tests`` set: bucket, t
 execution, refine and emit see the changed and added tests and nothing else, so every other
 decision and every human edit stays byte for byte as it was. The report says how many tests
 were evaluated out of how many, and lists what was moved and what was removed.
+
+Files that do not import are decided as a whole, as in a full run: the delta run's capture
+(or static collection) also collects every kept file whose source changed, and one that
+stopped importing gets the file-level skip (its pipeline entries go); a file the old configs
+skipped that way has all its tests evaluated, and once it imports they are bucketed like
+any other. The report lists both.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from testcurator.memory.api import Memory
 from testcurator.memory.builder import build
 from testcurator.memory.store import StoredTest
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.emit import file_decisions
 from testcurator.pipelines.run import run_nightly
 from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs
 from testcurator.pipelines.upgrade_delta import TestDelta, classify
@@ -96,18 +103,57 @@ def _config_files(config: Path, root: Path) -> list[str]:
     return out
 
 
+def changed_sources(old_root: Path, new_root: Path, files: Sequence[str]) -> list[str]:
+    """Kept files present in both trees whose bytes differ: they may have stopped importing
+    although none of their tests changed (an import line did)."""
+    return [f for f in files if (old_root / f).is_file() and (old_root / f).read_bytes() != (new_root / f).read_bytes()]
+
+
+@dataclass(frozen=True)
+class ImportChecks:
+    """Files decided as a whole because they do not import, across the upgrade."""
+
+    before: dict[str, str]  # in the old configs: file -> reason
+    recheck: tuple[str, ...]  # collected by the delta run though none of their tests changed
+    reimport: frozenset[str]  # tests of files that did not import before: evaluated in full
+
+    def summary(self, now: dict[str, str], kept: Sequence[str]) -> dict[str, Any]:
+        """``now``: the delta run's files that do not import (file -> error line)."""
+        return {"stopped": {f: e for f, e in sorted(now.items()) if f not in self.before},
+                "still": {f: e for f, e in sorted(now.items()) if f in self.before},
+                "again": sorted(f for f in self.before if f in kept and f not in now),
+                "rechecked": len(self.recheck)}
+
+
+def import_checks(opts: UpgradeOptions, files: Sequence[str], new: dict[str, str]) -> ImportChecks:
+    """Which files the delta run must collect beyond its tests' files, and which tests of
+    files that did not import before it evaluates (each file is decided again: it may import now)."""
+    before = file_decisions(opts.config)
+    kept = set(files)
+    reimport = frozenset(k for k in new if TestKey.parse(k).file in before and TestKey.parse(k).file in kept)
+    return ImportChecks(before, tuple(changed_sources(opts.old_root.resolve(), opts.run.torch_root, files)), reimport)
+
+
+def _import_errors(state: dict[str, Any] | None) -> dict[str, str]:
+    if not state:
+        return {}
+    memory = Path(state["run_dir"]) / "memory.json"
+    return dict(json.loads(memory.read_text(encoding="utf-8")).get("import_errors") or {})
+
+
 def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state: dict[str, Any] | None,
-            usage: dict[str, int], seconds: float) -> dict[str, Any]:
+            usage: dict[str, int], timings: dict[str, float], evaluated: int, imports: dict[str, Any]) -> dict[str, Any]:
     out = opts.run.out_dir
     emit = json.loads((out / "report.json").read_text(encoding="utf-8")).get("emit", {}) if state else {}
     data = {
         "old_root": str(opts.old_root.resolve()), "new_root": str(opts.run.torch_root.resolve()),
         "config": str(opts.config.resolve()), "counts": delta.summary(),
-        "evaluated": f"evaluated {len(delta.evaluate)} of {delta.total} tests",
+        "evaluated": f"evaluated {evaluated} of {delta.total} tests", "imports": imports,
         "changed": list(delta.changed), "added": list(delta.added),
         "moved": [{"old": m.old, "new": m.new, "kind": m.kind} for m in delta.moved],
         "removed": list(delta.removed), "carried_entries": carried.carried, "dropped_entries": carried.dropped,
-        "emit": emit, "usage": usage, "seconds": round(seconds, 3),
+        "emit": emit, "usage": usage, "seconds": round(sum(timings.values()), 3),
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "executed": bool(state and state.get("executed")),
     }
     atomic_write_text(out / "upgrade.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -127,6 +173,14 @@ def _markdown(data: dict[str, Any]) -> str:
     lines += [f"## Moved or renamed ({len(data['moved'])})", ""]
     lines += [f"- {m['kind']}: `{m['old']}` -> `{m['new']}`" for m in data["moved"]] or ["- none"]
     dropped = {d["test"]: d for d in data["dropped_entries"]}
+    imports = data["imports"]
+    lines += ["", f"## Files that stopped importing: skipped as a whole, needs review ({len(imports['stopped'])})", ""]
+    lines += [f"- `{f}`: {e}" for f, e in imports["stopped"].items()] or ["- none"]
+    lines += ["", f"## Files that import again: their tests evaluated ({len(imports['again'])})", ""]
+    lines += [f"- `{f}`" for f in imports["again"]] or ["- none"]
+    if imports["still"]:
+        lines += ["", f"## Files that still do not import ({len(imports['still'])})", ""]
+        lines += [f"- `{f}`: {e}" for f, e in imports["still"].items()]
     lines += ["", f"## Removed upstream, dropped from the configs ({len(data['removed'])})", ""]
     lines += [f"- `{k}`" + (f" (had {dropped[k]['mode']}, written by the {dropped[k]['owner']})" if k in dropped else "")
               for k in data["removed"]] or ["- none"]
@@ -139,8 +193,16 @@ def _markdown(data: dict[str, Any]) -> str:
 
 
 def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
-    """Delta, carry-over, delta run, report; returns the report's data."""
+    """Delta, carry-over, delta run, report; returns the report's data (``timings_s``: the
+    seconds of each phase; the delta run's own stages are in its report.json)."""
+    timings: dict[str, float] = {}
     start = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal start
+        timings[phase] = time.perf_counter() - start
+        start = time.perf_counter()
+
     if not opts.old_root.is_dir():
         raise MissingPathError(opts.old_root, "old torch root")
     if not opts.config.exists():
@@ -155,14 +217,21 @@ def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
     c = delta.summary()
     say(f"delta: {c['changed']} changed, {c['added']} added, {c['moved']} moved/renamed, {c['removed']} removed, "
         f"{c['unchanged']} unchanged")
+    checks = import_checks(opts, files, new)
+    lap("delta")
     copy_configs(opts.config, ctx.configs_dir)
     carried = carry_over(ctx.configs_dir, ctx.torch_root, ctx.profile, delta)
+    lap("carry over")
     state = None
-    if delta.evaluate:
+    evaluate = delta.evaluate | checks.reimport
+    if evaluate or checks.recheck:
         # The scope just decided goes to the graph in the context; the delta run skips the brain.
-        delta_ctx = dataclasses.replace(ctx, only_tests=frozenset(TestKey.parse(k) for k in delta.evaluate),
-                                        scope=tuple(scope))
+        # Its capture also collects the files whose source changed: one may have stopped importing.
+        delta_ctx = dataclasses.replace(ctx, only_tests=frozenset(TestKey.parse(k) for k in evaluate),
+                                        recheck_files=frozenset(checks.recheck), scope=tuple(scope))
         state = run_nightly(delta_ctx)
-    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), time.perf_counter() - start)
+    lap("delta run")
+    imports = checks.summary(_import_errors(state), files)
+    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), timings, len(evaluate), imports)
     say(f"upgrade: {data['evaluated']}; report {ctx.out_dir / 'upgrade.md'}")
     return data

@@ -5,7 +5,9 @@ The op capture (plugin/capture.py) notes, per distinct *call key* (op overload a
 dtypes of its tensor arguments, ``aten::sort.values_stable(float32,float32,int64)``), one
 example of the arguments: every tensor's dtype, shape, strides (values only for small
 integer and bool tensors, where they are indices or masks that must stay in range), and the
-scalars, dtypes, devices, layouts and memory formats as they were. The probe
+scalars, dtypes, devices, layouts and memory formats as they were; a storage argument (``set_``
+rebuilding a tensor in ``torch.load`` or ``copy.deepcopy``, a storage's ``copy_``) by its byte
+size. The probe
 (runner/probe_worker.py) rebuilds the call from it with fresh values, once on CPU and once
 on the device, from the same inputs.
 
@@ -23,6 +25,12 @@ from typing import Any
 MAX_NUMEL = 1 << 20  # elements per tensor: the probe allocates each on the device
 MAX_VALUES = 256  # integer/bool tensors up to this size keep their values (indices, masks)
 MAX_CHARS = 8192  # one example, as JSON
+# Host-side calls that use the process's accelerator: pinning allocates through the current
+# accelerator's host allocator, so a CPU tensor's ``pin_memory()`` works or fails by the backend
+# loaded in the process. The probe replays them with their tensors on the host (not moved to the
+# device), and judges them for every test, not only device-generic ones: a plain test that pins
+# memory runs them with the backend loaded too.
+HOST_CALLS = frozenset({"aten::_pin_memory", "aten::is_pinned", "aten::pin_memory"})
 
 
 class Unreplayable(ValueError):
@@ -55,11 +63,20 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     return op, tuple(inner.split(",")) if inner else ()
 
 
+def is_host_call(key: str) -> bool:
+    """Whether the call ``key`` is one of :data:`HOST_CALLS` (any dtypes)."""
+    return split_key(key)[0] in HOST_CALLS
+
+
 def _encode(value: Any, torch: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, torch.Tensor):
         return _encode_tensor(value, torch)
+    if isinstance(value, torch.UntypedStorage):
+        if value.device.type == "meta" or value.nbytes() > MAX_NUMEL:
+            raise Unreplayable(f"storage of {value.nbytes()} bytes on {value.device.type}")
+        return {"storage": value.nbytes()}
     if isinstance(value, (list, tuple)):
         return {"list": [_encode(v, torch) for v in value]}
     if isinstance(value, complex):
@@ -129,6 +146,8 @@ def _decode(value: Any, gen: Any, torch: Any) -> Any:
         return value
     if "tensor" in value:
         return _fresh(value, gen, torch)
+    if "storage" in value:  # fresh bytes: what a storage holds is the tensors' business
+        return torch.zeros(value["storage"], dtype=torch.uint8).untyped_storage()
     if "list" in value:
         return [_decode(v, gen, torch) for v in value["list"]]
     if "complex" in value:
@@ -154,20 +173,26 @@ def rebuild(text: str, seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
             {k: _decode(v, gen, torch) for k, v in data["kwargs"].items()})
 
 
-def to_device(value: Any, device: str) -> Any:
-    """``value`` with every tensor moved to ``device`` (strides and aliasing kept) and every
-    ``torch.device`` argument replaced by ``device``."""
+def to_device(value: Any, device: str, *, move: bool = True) -> Any:
+    """``value`` with every tensor and storage moved to ``device`` (strides and aliasing kept)
+    and every ``torch.device`` argument replaced by ``device``; ``move=False``: the devices
+    replaced only (a host call's tensors stay on the host)."""
     import torch
 
+    if not move and not isinstance(value, (torch.device, list, dict)):
+        return value
     if isinstance(value, torch.Tensor):
         moved = _move(value, device)
         return moved.detach().requires_grad_() if value.requires_grad and value.is_leaf else moved
+    if isinstance(value, torch.UntypedStorage):
+        # Through a byte tensor: the storage the device allocates, as a device tensor's has.
+        return torch.empty(0, dtype=torch.uint8).set_(value).to(device).untyped_storage()
     if isinstance(value, torch.device):
         return torch.device(device)
     if isinstance(value, list):
-        return [to_device(v, device) for v in value]
+        return [to_device(v, device, move=move) for v in value]
     if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
+        return {k: to_device(v, device, move=move) for k, v in value.items()}
     return value
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from testcurator.config.apply import Applied, decide, probe
 from testcurator.config.loader import LoadedConfig, ResolvedFile, paused_gc
-from testcurator.names import TestIdentity, identify
+from testcurator.names import TestIdentity, identify, params_text
 from testcurator.vocab import XFAIL_MODES
 
 IDENTITY_KEY = pytest.StashKey[TestIdentity]()
@@ -249,6 +249,8 @@ def junit_properties(ident: TestIdentity, applied: Applied) -> list[tuple[str, s
         value = getattr(ident, key)
         if value is not None:
             props.append((f"curate_{key}", str(value)))
+    if ident.params:  # refine separates failures by a @parametrize value (edits.params)
+        props.append(("curate_params", params_text(ident.params)))
     return props
 
 

@@ -36,6 +36,8 @@ from typing import IO, Any
 
 import pytest
 
+from testcurator.names import params_from
+
 PLUGIN_NAME = "testcurator-events"
 _ADDED_FLAG = "_testcurator_events_options_added"
 
@@ -118,6 +120,8 @@ def _report_event(report: pytest.TestReport) -> dict[str, Any]:
 def _identity(item: pytest.Item) -> dict[str, Any]:
     """The curate plugin's properties when present, else identify() on the live objects."""
     props = {k[len("curate_"):]: v for k, v in item.user_properties if str(k).startswith("curate_")}
+    if "params" in props:  # a JSON object in a JUnit property; an object in the event line
+        props["params"] = dict(params_from(props["params"]))
     if "generic" in props or getattr(item, "cls", None) is None:
         return props
     from testcurator.names import identify
@@ -128,7 +132,7 @@ def _identity(item: pytest.Item) -> dict[str, Any]:
     except Exception:  # identity is a convenience; the nodeid is the record's key
         return props
     return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype,
-            "op": ident.op_formatted, "module": ident.module}
+            "op": ident.op_formatted, "module": ident.module, "params": dict(ident.params)}
 
 
 class _EventWriter:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.names import parse_name
+from testcurator.names import params_from, parse_name
 from testcurator.runner.classify import classify
 from testcurator.runner.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey
@@ -127,8 +127,9 @@ def _read_fault(events_file: Path) -> str:
 
 
 def identity_fields(nodeid: str, identity: dict[str, Any]) -> dict[str, Any]:
-    """generic/device/dtype/op/module for a record, parsing the node id as a fallback."""
+    """generic/device/dtype/op/module/params for a record, parsing the node id as a fallback."""
     fields = {k: identity.get(k) for k in ("generic", "device", "dtype", "op", "module")}
+    fields["params"] = params_from(identity.get("params"))
     if fields["generic"] is None:
         parts = TestKey.parse(nodeid.split("[", 1)[0]).parts
         if len(parts) >= 3:

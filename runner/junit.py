@@ -27,7 +27,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from testcurator.errors import BadInputError, Location
-from testcurator.names import KNOWN_DEVICES, parse_name
+from testcurator.names import KNOWN_DEVICES, params_from, parse_name
 from testcurator.runner.classify import classify
 from testcurator.runner.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey, join_name
@@ -103,9 +103,14 @@ def _text(child: ET.Element | None) -> str | None:
 
 
 def _identity(props: dict[str, str], cls: str | None, name: str, known_tests: Collection[str] | None,
-              devices: Collection[str]) -> dict[str, str | None]:
+              devices: Collection[str]) -> dict[str, object]:
     if props.get("curate_generic"):
-        return {k: props.get(f"curate_{k}") or None for k in _IDENTITY}
+        fields: dict[str, object] = {k: props.get(f"curate_{k}") or None for k in _IDENTITY}
+        try:
+            fields["params"] = params_from(props.get("curate_params"))
+        except ValueError as exc:
+            raise BadInputError(f"testcase {name!r}: curate_params: {exc}") from exc
+        return fields
     if cls is None:
         return dict.fromkeys(_IDENTITY)
     ident = parse_name(cls, name, known_tests=known_tests, devices=devices)

@@ -4,7 +4,8 @@ The pytest process that ran a crashing test never writes its own XML, so the run
 ``junit.xml`` is built here from the records. Each ``testcase`` keeps the record's fields
 as ``curate_*`` properties (the curate plugin's names for identity, plus
 ``curate_outcome``, ``curate_failure_class``, ``curate_evidence``, ``curate_attempts``,
-``curate_flaky``), which :mod:`testcurator.runner.junit` reads back losslessly.
+``curate_flaky``; ``curate_params`` as a JSON object when the instance has
+@parametrize values), which :mod:`testcurator.runner.junit` reads back losslessly.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from testcurator.files import atomic_write_text
+from testcurator.names import params_text
 from testcurator.runner.records import TestRecord, counts
 from testcurator.vocab import FAILING, NOT_RUN, TestKey
 
@@ -44,6 +46,8 @@ def _testcase(record: TestRecord) -> ET.Element:
         value = getattr(record, key)
         if value is not None:
             ET.SubElement(props, "property", name=f"curate_{key}", value=_clean(str(value)))
+    if record.params:
+        ET.SubElement(props, "property", name="curate_params", value=_clean(params_text(record.params)))
     if record.outcome in FAILING and record.outcome != "error":  # an error has its own element
         child = ET.SubElement(case, "failure", message=_clean(record.evidence or record.outcome),
                               type=record.failure_class or record.outcome)

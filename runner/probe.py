@@ -28,6 +28,10 @@ STARTUP_TIMEOUT = 600.0  # a backend may build its extension on first import
 CALL_TIMEOUT = 60.0
 BATCH = 1000  # calls per worker process: each start imports torch and the backend (seconds)
 TAIL = 600
+# How calls are replayed (runner/probe_worker.py): part of the capability table's key, so a
+# table filled by older rules is not reused. 2: host calls stay on the host; no autograd.
+REPLAY_VERSION = 2
+NO_EXAMPLE = "no replayable example was recorded on CPU"
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class ProbeSpec:
 def probe_calls(calls: Mapping[str, str | None], spec: ProbeSpec,
                 say: Callable[[str], None] = lambda _: None) -> list[ProbeResult]:
     """A result per call of ``calls`` (key -> example; None: ``not_probed``), in key order."""
-    results = {k: ProbeResult(k, "not_probed", "no replayable example was recorded on CPU")
+    results = {k: ProbeResult(k, "not_probed", NO_EXAMPLE)
                for k, v in calls.items() if v is None}
     todo = [(k, v) for k, v in sorted(calls.items()) if v is not None]
     with TemporaryDirectory(prefix="testcurator-probe-") as tmp:

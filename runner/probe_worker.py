@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from testcurator.plugin.callspec import rebuild, split_key, to_device
+from testcurator.plugin.callspec import is_host_call, rebuild, split_key, to_device
 from testcurator.runner.classify import classify
 
 # Ops whose outputs are not defined by their inputs: they are run, not compared.
@@ -57,8 +57,39 @@ def _text(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:MAX_ERROR]
 
 
+def _failed(exc: BaseException) -> tuple[str, str]:
+    text = _text(exc)
+    cls = classify(text).failure_class
+    return {"unsupported_op": "missing_kernel", "unsupported_dtype": "unsupported_dtype"}.get(cls, "error"), text
+
+
 def replay(key: str, example: str, device: str) -> tuple[str, str]:
-    """(status, error text) of one call: see testcurator.vocab.PROBE_STATUSES."""
+    """(status, error text) of one call: see testcurator.vocab.PROBE_STATUSES.
+
+    The capture saw the call below autograd, so it is replayed without it (an in-place op on
+    a leaf that requires grad is what autograd's own kernel did, not an error)."""
+    import torch
+
+    with torch.no_grad():
+        return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
+
+
+def _host(key: str, example: str, device: str) -> tuple[str, str]:
+    """A host call (callspec.HOST_CALLS): its tensors stay on the host, its device is the
+    device; this process has the backend loaded, which is what the call depends on."""
+    try:
+        func = resolve(split_key(key)[0])
+        args, kwargs = rebuild(example)
+    except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    try:
+        func(*to_device(args, device, move=False), **to_device(kwargs, device, move=False))
+    except Exception as exc:  # noqa: BLE001 - the backend's own error is the finding
+        return _failed(exc)
+    return "works", ""
+
+
+def _replay(key: str, example: str, device: str) -> tuple[str, str]:
     import torch
 
     op = split_key(key)[0]
@@ -73,9 +104,7 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
         got = func(*to_device(dev_args, device), **to_device(dev_kwargs, device))
         got_cpu = [t.detach().to("cpu") for t in _tensors(got)]
     except Exception as exc:  # noqa: BLE001 - the device's own error is the finding
-        text = _text(exc)
-        cls = classify(text).failure_class
-        return {"unsupported_op": "missing_kernel", "unsupported_dtype": "unsupported_dtype"}.get(cls, "error"), text
+        return _failed(exc)
     if _compared(func, key):
         want = [t.detach() for t in _tensors(expected)]
         try:

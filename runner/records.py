@@ -22,6 +22,7 @@ from typing import Any
 
 from testcurator.errors import BadInputError, Location, Problem
 from testcurator.files import atomic_write_text
+from testcurator.names import Params, params_from
 from testcurator.vocab import FAILING, OUTCOMES
 
 MAX_FAILURE_TEXT = 8000
@@ -47,8 +48,13 @@ class TestRecord:
     flaky: bool = False
     failure_text: str | None = None
     source: str | None = None  # the file the record was read from (ingestion), if any
+    # The instance's @parametrize values, (argument, repr of the live value); () in records
+    # written before they were kept, and where only the name was known (foreign JUnit XML).
+    params: Params = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.params, tuple) or any(not isinstance(p, tuple) for p in self.params):
+            object.__setattr__(self, "params", params_from(self.params))  # JSON: lists or an object
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r} (expected one of {', '.join(OUTCOMES)})")
 

@@ -5,8 +5,10 @@ durations=()
 labels=()
 [ -n "${LABELS}" ] && labels=(--labels "${LABELS}")
 rm -rf "results/shard-${SHARD}"
+# The profile, not only its module: exec then runs with the profile's env and python_path,
+# as the curation did.
 .venv/bin/testcurator exec --config "backend/${CONFIG_DIR}" --torch-root pytorch --device "${DEVICE}" \
-  --backend "${BACKEND_MODULE}" --shard "${SHARD}/${SHARDS}" --tier "${TIER}" "${labels[@]}" "${durations[@]}" \
+  --backend "backend/${BACKEND_PROFILE}" --shard "${SHARD}/${SHARDS}" --tier "${TIER}" "${labels[@]}" "${durations[@]}" \
   --out "results/shard-${SHARD}" -q <<exec_args>>
 rc=$?
 echo "rc=${rc}" >> "${GITHUB_OUTPUT}"

@@ -286,7 +286,8 @@ REFINE_CASES = [
      False, (), "bfloat16 excluded (test_compare_cpu_add_curatedev_bfloat16 failed on every attempt with "
      "numerical_mismatch (`AssertionError: Tensor-likes are not close!`)"),
     (OPS_TEST, "mandatory_success", (P_F32, F_MUL_OP, F_BF16, P_BF16_MUL), "xfail", (), (), True,
-     ("which variants fail, as a dtype, op or module split",), "no dtype, op or module separates them"),
+     ("which variants fail, as a dtype, op, module or parameter split",),
+     "no dtype, op, module or parameter value separates them"),
     (OPS_TEST, "mandatory_success", (P_F32, F_MUL_OP, rec("x_mul_bf16", "failed", dtype="bfloat16", op="mul",
                                                            cls="unsupported_op", msg=MSG_OP)),
      "mandatory_success", (), ("mul",), False, (), "ops mul excluded"),

@@ -3,11 +3,15 @@ test made decides its prediction (a table of evidence -> expected decision)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings, BucketRequest
+from testcurator.agents.brain import (
+    BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord, RefineRequest,
+)
+from testcurator.agents.decision import Decision
 from testcurator.agents.offline import OfflineBrain
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 
@@ -19,6 +23,7 @@ FLIP = "aten::flip(float32)"
 MISSING = ("missing_kernel", "NotImplementedError: Could not run 'aten::sort.values_stable' with arguments from the "
            "'curatedev' backend.")
 CRASH = ("crash", "the process died (signal SIGABRT)")
+PIN = "aten::_pin_memory(float32)"
 
 
 def I(dtype: str, op: str | None, gaps: tuple[str, ...] = (), module: str | None = None) -> ProbedInstance:  # noqa: E743
@@ -55,6 +60,11 @@ CASES = {
         ProbeEvidence({"aten::abs(float64)": ("unsupported_dtype", "Double")},
                       (I("float32", None), I("float64", None, ("aten::abs(float64)",)))), "mandatory_success", (), ()),
     "every call works": (ProbeEvidence({}, (I("float32", None), I("int64", None)), 7), "mandatory_success", (), ()),
+    # A plain test (one instance, no dtype) whose host call fails: pinning without a pinned
+    # host allocator for the backend's device (callspec.HOST_CALLS).
+    "a plain test's failing host call": (
+        ProbeEvidence({PIN: ("error", "NotImplementedError: You should register `PrivateUse1HooksInterface`")},
+                      (ProbedInstance(None, None, None, (PIN,)),)), "xfail_strict", (), ()),
 }
 
 
@@ -94,17 +104,31 @@ def test_all_calls_working_is_the_stated_basis() -> None:
     assert any(line.startswith("probe: all 7 distinct call(s)") for line in record.evidence)
 
 
-def test_a_test_that_fails_as_a_whole_on_the_device_drops_the_probes_split() -> None:
-    from testcurator.agents.brain import ExecutionRecord, RefineRequest
-
-    probe = CASES["one ModuleInfo lacks it"][0]
+def _module_split() -> tuple[Decision, Callable[[ExecutionRecord], Decision]]:
+    """The bucket decision for a test whose nn.LayerNorm instances lack a kernel, and refine
+    from one execution record of it."""
     brain, bctx = OfflineBrain(BrainSettings()), BrainContext(BACKEND, frozenset(), Path("/tmp"))
     req = BucketRequest(test="TestSort::test_sort", file="test/test_sort.py", content_hash="h",
-                        modules=("nn.LayerNorm", "nn.ReLU"), dtypes=("float32",), probe=probe)
+                        modules=("nn.LayerNorm", "nn.ReLU"), dtypes=("float32",),
+                        probe=CASES["one ModuleInfo lacks it"][0])
     (bucketed,) = brain.bucket([req], bctx)
+    return bucketed, lambda rec: brain.refine([RefineRequest(req, bucketed, (rec,))], bctx)[0]
+
+
+def test_a_test_that_fails_as_a_whole_on_the_device_drops_the_probes_split() -> None:
+    bucketed, refine = _module_split()
     assert bucketed.exclude_modules == ("nn.LayerNorm",)
     # The draft ran nn.ReLU only (nn.LayerNorm excluded), and it failed for a reason no call shows.
     relu = ExecutionRecord("test_sort_nn_ReLU_curatedev_float32", ("failed", "failed"), dtype="float32",
                            module="nn.ReLU", failure_class="unknown", message="RuntimeError: devices must match")
-    (refined,) = brain.refine([RefineRequest(req, bucketed, (relu,))], bctx)
+    refined = refine(relu)
     assert (refined.mode, refined.exclude_modules) == ("xfail_strict", ())
+
+
+def test_a_confirmed_test_says_why_the_probe_excluded_what_it_did() -> None:
+    bucketed, refine = _module_split()
+    relu = ExecutionRecord("test_sort_nn_ReLU_curatedev_float32", ("passed",), dtype="float32", module="nn.ReLU")
+    refined = refine(relu)
+    # Only nn.ReLU ran: the reason still says why nn.LayerNorm is excluded.
+    assert (refined.mode, refined.exclude_modules) == ("mandatory_success", ("nn.LayerNorm",))
+    assert f"The probe excluded module nn.LayerNorm before execution ({SORT} failing on the device)." in refined.reason

@@ -14,6 +14,7 @@ from testcurator.vocab import TestKey
 
 SORT = "aten::sort.values_stable(int64,int64,int64)"
 ADD = "aten::add.Tensor(float32,float32)"
+PIN = "aten::_pin_memory(float32)"
 
 
 def test_rows_are_kept_per_backend_and_torch_version(tmp_path: Path) -> None:
@@ -49,18 +50,25 @@ def test_probe_evidence_names_the_failing_calls_of_each_instance(tmp_path: Path)
     capture.write_text("".join(r.to_json() + "\n" for r in (
         rec("test_sort_cpu_float32", "float32", (ADD,)), rec("test_sort_cpu_int64", "int64", (ADD, SORT)),
         rec("test_sort_cpu_int32", "int32", ("aten::abs(int32)",)),
-        # A plain test (no device parameter) runs on CPU on any backend: no probe evidence.
-        OpRecord("test/test_sort.py::TestPlain::test_cpu_only", "TestPlain::test_cpu_only", "captured", calls=(SORT,)))))
+        # A plain test (no device parameter) runs on CPU on any backend: no probe evidence...
+        OpRecord("test/test_sort.py::TestPlain::test_cpu_only", "TestPlain::test_cpu_only", "captured", calls=(SORT,)),
+        # ... except for its host calls: pinning goes through the backend loaded in the process.
+        OpRecord("test/test_sort.py::TestPlain::test_pin", "TestPlain::test_pin", "captured", calls=(SORT, PIN)))))
     opmap = OpMap(tmp_path / "state")
     opmap.ingest(capture)
-    results = {SORT: ProbeResult(SORT, "missing_kernel", "Could not run"), ADD: ProbeResult(ADD, "works")}
+    results = {SORT: ProbeResult(SORT, "missing_kernel", "Could not run"), ADD: ProbeResult(ADD, "works"),
+               PIN: ProbeResult(PIN, "error", "register PrivateUse1HooksInterface")}
     found = probe_evidence(opmap, results)
     opmap.close()
+    pin = found.pop(TestKey.parse("test/test_sort.py::TestPlain::test_pin"))
+    assert pin.gaps == {PIN: ("error", "register PrivateUse1HooksInterface")}  # not SORT: that ran on CPU
+    assert pin.instances == (ProbedInstance(None, None, gaps=(PIN,)),)
     assert list(found) == [TestKey.parse("test/test_sort.py::TestSort::test_sort")]
     ev = found[TestKey.parse("test/test_sort.py::TestSort::test_sort")]
     assert ev.gaps == {SORT: ("missing_kernel", "Could not run")}
     assert (ev.works, ev.not_probed) == (1, 1)  # abs(int32) was never probed
     assert sorted(ev.instances, key=lambda i: i.dtype or "") == [
         ProbedInstance("float32", None), ProbedInstance("int32", None), ProbedInstance("int64", None, gaps=(SORT,))]
+    found[TestKey.parse("test/test_sort.py::TestPlain::test_pin")] = pin
     path = write_probe_evidence(tmp_path / "probe_evidence.json", found)
     assert read_probe_evidence(path) == found

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from testcurator.memory.capture_shards import plan_targets, scan_events
-from testcurator.memory.stage import delta_keyword
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.reconcile import pass_fault
 from testcurator.vocab import TestKey
@@ -45,12 +44,6 @@ def test_the_plan_is_deterministic_and_covers_every_target_once() -> None:
     assert plan == plan_targets(files, {}, 7)
     assert sorted(t for part in plan for t in part) == sorted(files)
     assert len(plan) == 7 and {len(part) for part in plan} <= {7, 8}
-
-
-def test_delta_keyword_names_each_delta_test_once() -> None:
-    only = {TestKey.parse("test/a.py::TestA::test_x"), TestKey.parse("test/b.py::TestB::test_x"),
-            TestKey.parse("test/b.py::test_y")}
-    assert delta_keyword(only) == "test_x or test_y"
 
 
 def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_path: Path) -> None:
@@ -104,7 +97,8 @@ FAILED = (("setup", "passed", 0.5), ("call", "failed", 2.0), ("teardown", "passe
     # a collected test that never ran, and no test died: pytest stopped early
     ([{"event": "collected", "nodeids": [A, B, C]}, *_ran(A, *OK), *_ran(B, *OK)], 0, False),
     # a file that did not import is evidence, not a fault
-    ([{"event": "collected", "nodeids": [A]}, {"event": "collect_error", "nodeid": "test/b.py", "longrepr": "E x"},
+    ([{"event": "collected", "nodeids": [A], "rootdir": "/src"},
+      {"event": "collect_error", "nodeid": "test/b.py", "longrepr": "E x"},
       *_ran(A, *OK)], 1, True),
     ([], 0, False),  # no selection written: the plugin did not run
     ([{"event": "collected", "nodeids": [A]}, *_ran(A, *OK)], 4, False),  # a usage error
@@ -122,6 +116,8 @@ def test_one_scan_agrees_with_the_runners_fold_on_clean_passes(tmp_path: Path, e
         assert pass_fault(returncode, fold, tmp_path / "capture.log") is None
     # durations: every finished test with the sum of its phases, as the runner's fold has them
     assert {r.nodeid: r.duration for r in scan.records} == {n: r.duration for n, r in fold.done.items()}
+    # the files that did not import, as the fold has them (the upgrade decides files by them)
+    assert dict(scan.collect_errors) == fold.collect_errors and scan.rootdir == fold.rootdir
 
 
 def test_the_scan_reads_outcomes_durations_and_stops_at_a_cut_line(tmp_path: Path) -> None:

@@ -285,6 +285,23 @@ def all_of(items: Sequence[Any], pred: Callable[[Any], bool]) -> bool:
     return bool(items) and all(pred(i) for i in items)
 
 
+def configs_and_opmap(root: Path, yamls: dict[str, str], records: Sequence[dict[str, Any]]) -> tuple[Path, Path]:
+    """A configs directory under ``root`` (``yamls``: path in it -> text) and a state
+    directory whose op map holds ``records`` (capture lines), for enable-op."""
+    from testcurator.memory.opmap import OpMap
+
+    configs, state = root / "configs", root / "state"
+    for rel, text in yamls.items():
+        (configs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (configs / rel).write_text(text, encoding="utf-8")
+    capture = root / "ops.jsonl"
+    capture.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    opmap = OpMap(state)
+    opmap.ingest(capture)
+    opmap.close()
+    return configs, state
+
+
 @pytest.fixture(scope="session")
 def kit() -> ModuleType:
     """This module: test files cannot import a conftest (--import-mode=importlib), so its

@@ -202,3 +202,22 @@ def test_labels_reach_exec(tmp_path: Path) -> None:
                           "--dispatch-labels", "trunk;rm -rf", "--out", str(tmp_path / "bad.yml")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and not (tmp_path / "bad.yml").exists()
+
+
+def test_exec_gets_the_profile_not_only_its_module(workflow: Path) -> None:
+    # The profile carries the env (e.g. the backend's op allowlist) and python_path the
+    # curation ran with; a module alone would run the shards under other conditions.
+    text = workflow.read_text()
+    assert f"BACKEND_PROFILE: {json.dumps(PROFILE.relative_to(ROOT).as_posix())}" in text
+    assert '--backend "backend/${BACKEND_PROFILE}"' in text and "BACKEND_MODULE" not in text
+
+
+def test_profile_outside_the_repository_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "backend.yaml"
+    shutil.copy(PROFILE, outside)
+    (tmp_path / "sub").mkdir()
+    proc = subprocess.run([str(BIN / "testcurator"), "ci", "github", "--backend", str(outside), "--shards", "2",
+                           "--out", str(tmp_path / "wf.yml")], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path / "sub")
+    assert proc.returncode == 2 and "not inside the backend repository" in proc.stderr
+    assert not (tmp_path / "wf.yml").exists()

@@ -85,17 +85,9 @@ RECORDS = [
 
 
 @pytest.fixture()
-def setup(tmp_path: Path) -> tuple[Path, Path]:
-    configs, state = tmp_path / "configs", tmp_path / "state"
-    (configs / "test").mkdir(parents=True)
-    (configs / "test" / "test_ops.yaml").write_text(OPS_YAML, encoding="utf-8")
-    (configs / "test" / "test_nn_modules.yaml").write_text(NN_YAML, encoding="utf-8")
-    capture = tmp_path / "ops.jsonl"
-    capture.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
-    opmap = OpMap(state)
-    opmap.ingest(capture)
-    opmap.close()
-    return configs, state
+def setup(kit: ModuleType, tmp_path: Path) -> tuple[Path, Path]:
+    return kit.configs_and_opmap(tmp_path, {"test/test_ops.yaml": OPS_YAML, "test/test_nn_modules.yaml": NN_YAML},
+                                 RECORDS)
 
 
 def _enable(op: str, configs: Path, state: Path, *extra: str) -> int:

@@ -35,6 +35,9 @@ def test_exclusions_are_applied_before_judging() -> None:
     assert judge(Prediction("mandatory_success", exclude_dtypes=("float16",)), [PASS, FAIL_F16]) == "held"
     assert judge(Prediction("mandatory_success", exclude_ops=("add",)), [
         ExecutionRecord("v_add", ("failed",), op="add"), PASS]) == "held"
+    empty = ExecutionRecord("v_0", ("failed", "failed"), params=(("shape", "(0,)"),))
+    assert judge(Prediction("mandatory_success", exclude_params=("shape=0",)), [PASS, empty]) == "held"
+    assert judge(Prediction("mandatory_success", exclude_params=("shape=2x3",)), [PASS, empty]) == "wasted"
 
 
 K = TestKey.parse

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from testcurator.agents.decision import Decision
 from testcurator.config.loader import load_config
 from testcurator.config.profile import BackendProfile
@@ -73,4 +75,37 @@ def test_a_file_that_does_not_import_gets_one_file_level_skip(tmp_path: Path) ->
     text = path.read_text(encoding="utf-8")
     assert "NEEDS REVIEW: the whole file is skipped: it does not import (ImportError: cannot import name" in " ".join(
         line.lstrip("# ") for line in text.splitlines())
-    assert "mandatory_success" not in text and sidecar["test/test_broken.py"] == {}
+    assert "mandatory_success" not in text
+    assert list(sidecar["test/test_broken.py"]) == [emitter.FILE_DECISION]  # the decision, no test entries
+
+
+def test_a_file_that_imports_again_loses_its_file_level_skip(tmp_path: Path) -> None:
+    root = tmp_path / "torch"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "test_broken.py").write_text(GOOD, encoding="utf-8")
+    configs, sidecar = tmp_path / "configs", {}
+    _emit(configs, root, [], sidecar, file_reason("ImportError: cannot import name 'onlyOnCPUAndNoSuchDevice'"))
+    # It imports again: its tests are decided one by one, and the header no longer says otherwise.
+    _emit(configs, root, [Decision("TestFine::test_add", "mandatory_success", "runs", (), "offline", None)], sidecar, None)
+    text = (configs / "test" / "test_broken.yaml").read_text(encoding="utf-8")
+    assert "does not import" not in text and "TestFine::test_add" in text
+    assert sidecar["test/test_broken.py"].keys() == {"TestFine::test_add"}
+
+
+def test_a_file_with_nothing_to_change_is_not_edited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "torch"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "test_broken.py").write_text(GOOD, encoding="utf-8")
+    configs, sidecar = tmp_path / "configs", {}
+    decisions = [Decision("TestFine::test_add", "mandatory_success", "runs", (), "offline", None)]
+    _emit(configs, root, decisions, sidecar, None)
+
+    def no_editor(path: Path) -> None:
+        raise AssertionError(f"opened an editor on {path} with nothing to change")
+
+    # The same decisions again (a delta run whose re-evaluated tests keep their decisions):
+    # no round-trip parse of the config.
+    monkeypatch.setattr(emitter.ConfigEditor, "open", no_editor)
+    result = emitter.EmitResult()
+    emitter.emit_file(configs, root, PROFILE, "test/test_broken.py", decisions, sidecar, set(), result, drop_stale=False)
+    assert result.written == []

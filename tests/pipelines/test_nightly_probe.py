@@ -2,10 +2,12 @@
 
 A tiny tree of device-generic tests in PyTorch's style: one that uses only ops the curatedev
 allowlist covers, one that needs ``aten::sort`` (not covered: the fallback refuses it), one
-that is plain (no device: it runs on CPU on any backend, so the probe must not touch it).
+that is plain (no device: it runs on CPU on any backend, so the probe must not touch it), and
+one whose sort is a reference computation on a CPU tensor inside a device test (as upstream's
+``torch.randn(10)`` without ``device=``: the CPU capture cannot tell it from a device call).
 Run twice on the same tree: ``--no-probe`` (the draft learns the gap by running the test) and
-with the probe (the bucket stage predicts it, and the draft leaves it out). Same final
-configs, same verification outcome, fewer instances in the draft.
+with the probe (the bucket stage predicts it, the draft confirms it, and overturns the wrong
+prediction for the CPU-side sort). Same final configs, same verification outcome.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ class TestProbeDemo(TestCase):
         x = torch.tensor([3, 1, 2], device=device, dtype=dtype)
         self.assertEqual(torch.sort(x, stable=True).values.cpu(), torch.tensor([1, 2, 3], dtype=dtype))
 
+    def test_sort_reference_on_cpu(self, device):
+        expected = torch.sort(torch.tensor([2.0, 0.0, 1.0]), stable=True).values
+        self.assertEqual(torch.arange(3, device=device, dtype=torch.float32).cpu(), expected)
+
 
 class TestPlain(TestCase):
     def test_sort_on_cpu(self):
@@ -66,7 +72,8 @@ def _run(root: Path, name: str, *flags: str) -> dict[str, Any]:
                  for stage in ("bucket", "refine")}
     draft = {r.nodeid.rsplit("::", 1)[1]: r.outcome for r in read_jsonl(run_dir / "exec" / "results.jsonl")}
     return {"run_dir": run_dir, "stdout": proc.stdout, "decisions": decisions, "draft": draft,
-            "verify": json.loads((run_dir / "verify.json").read_text())}
+            "verify": json.loads((run_dir / "verify.json").read_text()),
+            "report": json.loads((out / "report.json").read_text())}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +85,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_the_probe_predicts_the_gap_and_the_draft_leaves_it_out(runs: dict[str, dict[str, Any]]) -> None:
+def test_the_probe_predicts_the_gap_and_the_draft_confirms_it(runs: dict[str, dict[str, Any]]) -> None:
     probed, plain = runs["probe"], runs["no-probe"]
     figures = json.loads((probed["run_dir"] / "probe.json").read_text())
     assert figures["statuses"]["missing_kernel"] >= 1 and figures["statuses"]["works"] >= 1
@@ -90,12 +97,21 @@ def test_the_probe_predicts_the_gap_and_the_draft_leaves_it_out(runs: dict[str, 
     assert probed["decisions"]["bucket"]["TestProbeDemo::test_add"].mode == "mandatory_success"
     assert probed["decisions"]["bucket"]["TestPlain::test_sort_on_cpu"].mode == "mandatory_success"
 
-    # The draft ran the sort test's instances without the probe, and left them out with it.
+    # Predictions are run by the draft, which confirms them (the sort test fails there).
     sorts = [n for n in plain["draft"] if "test_sort_stable" in n]
-    assert sorts and all(plain["draft"][n] == "failed" for n in sorts)
-    assert all(probed["draft"][n] == "skipped" for n in sorts)
-    ran = {name: sum(o != "skipped" for o in r["draft"].values()) for name, r in runs.items()}
-    assert ran["probe"] < ran["no-probe"]
+    assert sorts and all(plain["draft"][n] == probed["draft"][n] == "failed" for n in sorts)
+
+
+@pytest.mark.slow
+def test_a_prediction_from_a_cpu_side_call_is_overturned_not_emitted(runs: dict[str, dict[str, Any]]) -> None:
+    # Left out of the draft, this prediction ended as a strict xfail that passes in the
+    # verification run (exit 1), as on upstream's test_nonzero_non_diff.
+    probed = runs["probe"]
+    test = "TestProbeDemo::test_sort_reference_on_cpu"
+    assert probed["decisions"]["bucket"][test].mode == "xfail_strict"
+    assert probed["decisions"]["refine"][test].mode == "mandatory_success"
+    assert probed["report"]["probe_overturned"] == [f"test/test_probe_demo.py::{test}"]
+    assert probed["verify"]["mandatory_failures"] == [] and probed["verify"]["exit_code"] == 0
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from testcurator.plugin.callspec import MAX_CHARS, call_key, example, rebuild, split_key, to_device
+from testcurator.plugin.callspec import MAX_CHARS, call_key, example, is_host_call, rebuild, split_key, to_device
 
 
 def test_key_names_the_op_and_every_tensor_dtype_in_order() -> None:
@@ -45,3 +45,23 @@ def test_what_cannot_be_replayed_gets_no_example(value: object) -> None:
 def test_an_example_is_bounded_json() -> None:
     text = example((torch.ones(3),), {"dim": 0})
     assert text is not None and len(text) <= MAX_CHARS and json.loads(text)["kwargs"] == {"dim": 0}
+
+
+def test_a_storage_argument_is_replayed_by_its_size_and_moves_with_the_call() -> None:
+    # copy.deepcopy and torch.load rebuild tensors with set_ on a storage: the device must hold it.
+    storage = torch.arange(3, dtype=torch.float32).untyped_storage()
+    args = (torch.empty(0), storage, 0, [3], [1])
+    text = example(args, {})
+    assert text is not None and json.loads(text)["args"][1] == {"storage": 12}
+    got, _ = rebuild(text)
+    assert isinstance(got[1], torch.UntypedStorage) and got[1].nbytes() == 12
+    moved = to_device(got, "meta")
+    assert moved[1].device.type == "meta" and moved[0].device.type == "meta"
+    kept = to_device(got + [torch.device("cpu")], "meta", move=False)  # a host call's tensors stay home
+    assert kept[0].device.type == "cpu" and kept[1].device.type == "cpu" and kept[-1] == torch.device("meta")
+    assert example((torch.empty(0), torch.empty(1 << 21, dtype=torch.uint8).untyped_storage()), {}) is None
+
+
+def test_host_calls_are_the_pinning_ops_by_name() -> None:
+    assert is_host_call("aten::_pin_memory(float32)") and is_host_call("aten::is_pinned(int64)")
+    assert not is_host_call("aten::add.Tensor(float32,float32)") and not is_host_call("aten::_pin_memory_x(float32)")

@@ -84,3 +84,44 @@ def test_a_backend_that_does_not_import_is_a_setup_error_not_a_finding() -> None
     x = torch.randn(2)
     with pytest.raises(ExecutionError, match="did not start"):
         probe_calls(dict([_call("aten::abs", x)]), _spec("no_such_backend_module:setup", [BACKEND_DIR]))
+
+
+def _storage_and_pin_calls() -> dict[str, str | None]:
+    storage = torch.zeros(12, dtype=torch.uint8).untyped_storage()
+    return dict([
+        # copy.deepcopy / a storage's copy_ (torch.save's storage.cpu()) of a device tensor
+        _call("aten::set_.source_Storage", torch.empty(0, dtype=torch.uint8), storage),
+        # torch.load and deepcopy rebuilding a tensor on its storage
+        _call("aten::set_.source_Storage_storage_offset", torch.empty(0), storage, 0, [3], [1]),
+        # tensor.pin_memory(): a host call, through the process's accelerator
+        _call("aten::is_pinned", torch.ones(3)),
+        _call("aten::_pin_memory", torch.ones(3)),
+    ])
+
+
+SET, SET_AT = "aten::set_.source_Storage(uint8)", "aten::set_.source_Storage_storage_offset(float32)"
+IS_PINNED, PIN = "aten::is_pinned(float32)", "aten::_pin_memory(float32)"
+# backend module, device -> the status of each call: curatedev's fallback runs set_ on CPU,
+# which cannot hold a device storage, and it has no pinned host allocator; a device whose
+# storages and pinning work (CPU itself for storages, curatedev with host pinning) passes.
+STORAGE_AND_PIN = [
+    ("curatedev.testing:setup_device_type_tests", "curatedev",
+     {SET: "error", SET_AT: "error", IS_PINNED: "works", PIN: "error"}),
+    ("pinhost_backend:setup", "curatedev", {SET: "error", SET_AT: "error", IS_PINNED: "works", PIN: "works"}),
+    (None, "cpu", {SET: "works", SET_AT: "works"}),
+]
+
+
+@pytest.mark.parametrize("backend,device,expected", STORAGE_AND_PIN, ids=["curatedev", "pinning backend", "cpu"])
+def test_storage_moves_and_pinning_are_probed_where_they_happen(backend: str | None, device: str,
+                                                               expected: dict[str, str]) -> None:
+    calls = {k: v for k, v in _storage_and_pin_calls().items() if k in expected}
+    assert all(calls.values())  # every one has a replayable example
+    spec = ProbeSpec(device=device, backend=backend, cwd=BACKEND_DIR,
+                     env={"PYTHONPATH": os.pathsep.join(map(str, (CRASHDEV, BACKEND_DIR)))})
+    results = {r.call: r for r in probe_calls(calls, spec)}
+    assert {k: r.status for k, r in results.items()} == expected
+    if expected[SET] == "error":
+        assert "storage" in results[SET].error
+    if expected.get(PIN) == "error":
+        assert "PrivateUse1HooksInterface" in results[PIN].error

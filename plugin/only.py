@@ -1,0 +1,89 @@
+"""``--curate-only FILE``: run only the tests FILE names, one ``path::Class::test`` a line.
+
+A delta run (``testcurator upgrade``) re-evaluates a few tests of the files it touches: at
+collection every other item is deselected, by the generic name the plugin maps it to
+(``plugin/curate.py`` ``item_identity``), exactly and at a constant cost per item. ``-k``
+with the delta's names did this before: it matched substrings (``test_add`` kept
+``test_add_inplace``), cost names x items (seconds at a few hundred names), and pytest's
+expression parser fails (RecursionError) beyond about 800 names, a 5% upgrade of a
+PyTorch-size tree. Paths are absolute or relative to the rootdir.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from testcurator.vocab import TestKey
+
+PLUGIN_NAME = "testcurator-only"
+_ADDED_FLAG = "_testcurator_only_options_added"
+
+
+def _keys_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"test list does not exist: {value}")
+    return path
+
+
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    if getattr(parser, _ADDED_FLAG, False):
+        return
+    setattr(parser, _ADDED_FLAG, True)
+    group.addoption("--curate-only", dest="curate_only", type=_keys_file, default=None, metavar="FILE",
+                    help="run only the tests FILE names (one path::Class::test a line; every instance of each), "
+                         "deselect the rest")
+
+
+def configure(config: pytest.Config) -> None:
+    path = config.getoption("curate_only", None)
+    if path is None or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    config.pluginmanager.register(OnlyPlugin(read_keys(path, config.rootpath)), PLUGIN_NAME)
+
+
+def read_keys(path: Path, rootdir: Path) -> frozenset[tuple[str, str]]:
+    """(resolved file, ``Class::test``) of every line of ``path``."""
+    keys = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            key = TestKey.parse(line.strip())
+            keys.add((str((rootdir / key.file).resolve()), key.name))
+    return frozenset(keys)
+
+
+def write_keys(path: Path, keys: list[TestKey], root: Path) -> Path:
+    """A ``--curate-only`` file for ``keys`` (files relative to ``root``), absolute paths."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{TestKey.of(str((root / k.file).resolve()), k.name)}\n" for k in keys), encoding="utf-8")
+    return path
+
+
+class OnlyPlugin:
+    def __init__(self, wanted: frozenset[tuple[str, str]]) -> None:
+        self.wanted = wanted
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from testcurator.plugin.curate import item_identity
+
+        keep, drop = [], []
+        resolved: dict[Path, str] = {}
+        for item in items:
+            path = Path(str(item.path))
+            file = resolved.get(path) or resolved.setdefault(path, str(path.resolve()))
+            (keep if (file, item_identity(item).generic) in self.wanted else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser.getgroup("curate"), parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure(config)

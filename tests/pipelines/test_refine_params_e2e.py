@@ -1,0 +1,128 @@
+"""Issue 13 item 2, end to end: a failing @parametrize value is excluded, not the test.
+
+A device-generic file in PyTorch's style runs on the example backend (curatedev) through
+the real runner (`testcurator exec`, installed entry point); `testcurator refine` reads the
+runner's results and rewrites the config; the plugin then runs the rest green."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testcurator.config.loader import load_config
+
+EXE = Path(sys.executable).with_name("testcurator")
+BACKEND = Path(__file__).resolve().parents[2] / "examples" / "backend" / "backend.yaml"
+
+UPSTREAM = textwrap.dedent('''
+    import torch
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests
+    from torch.testing._internal.common_utils import TestCase, parametrize
+
+
+    def _shape_name(shape):
+        return "x".join(str(s) for s in shape)
+
+
+    class TestReduceParams(TestCase):
+        @parametrize("shape", [(2, 3), (4,), (0,)], name_fn=_shape_name)
+        def test_mean_of_ones(self, device, shape):
+            # The mean of an empty tensor is nan: the (0,) shape fails, on any device.
+            self.assertEqual(torch.ones(shape, device=device).mean().item(), 1.0)
+
+        @parametrize("reduction", ["sum", "mean", "prod"])
+        def test_reduction(self, device, reduction):
+            # prod is not among curatedev's supported ops: only that value fails there.
+            getattr(torch, reduction)(torch.ones(2, 3, device=device))
+
+        def test_plain(self, device):
+            self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+
+    instantiate_device_type_tests(TestReduceParams, globals())
+''')
+
+DRAFT = """\
+test_suite_config:
+  files:
+    - path: ${TORCH_ROOT}/test/test_reduce_params.py
+      unlisted_test_mode: skip
+      tests:
+        - names: [TestReduceParams::test_mean_of_ones, TestReduceParams::test_reduction, TestReduceParams::test_plain]
+          mode: mandatory_success
+"""
+
+
+def _tc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTORCH_PRINT_REPRO_ON_FAILURE": "0", "COLUMNS": "200"}
+    return subprocess.run([str(EXE), *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def _exec(root: Path, out: str) -> subprocess.CompletedProcess[str]:
+    return _tc("exec", "--config", str(root / "curate.yaml"), "--torch-root", str(root), "--backend", str(BACKEND),
+               "--out", str(root / out), "--quiet", "--retries", "0", cwd=root)
+
+
+@pytest.fixture(scope="module")
+def refined(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("params-e2e")
+    (root / "test").mkdir()
+    (root / "test" / "test_reduce_params.py").write_text(UPSTREAM)
+    (root / "curate.yaml").write_text(DRAFT)
+    (root / "draft.yaml").write_text(DRAFT)  # what review compares the refined config with
+    draft = _exec(root, "draft")
+    assert draft.returncode == 1, draft.stdout[-3000:] + draft.stderr[-3000:]  # the draft's mandatory failures
+    refine = _tc("refine", "--config", str(root / "curate.yaml"), "--torch-root", str(root),
+                 "--results", str(root / "draft" / "results.jsonl"), "--out", str(root / "refine"), cwd=root)
+    assert refine.returncode == 0, refine.stdout[-3000:] + refine.stderr[-3000:]
+    return root
+
+
+def test_runner_records_carry_params(refined: Path) -> None:
+    records = [json.loads(line) for line in (refined / "draft" / "results.jsonl").read_text().splitlines()]
+    by_name = {r["nodeid"].rsplit("::", 1)[1]: r for r in records}
+    # name_fn names the shape "0" in the instance name; the record keeps the live value.
+    assert by_name["test_mean_of_ones_0_curatedev"]["params"] == [["shape", "(0,)"]]
+    assert by_name["test_reduction_reduction_prod_curatedev"]["params"] == [["reduction", "'prod'"]]
+    assert by_name["test_plain_curatedev"]["params"] == []
+    failed = sorted(n for n, r in by_name.items() if r["outcome"] == "failed")
+    assert failed == ["test_mean_of_ones_0_curatedev", "test_reduction_reduction_prod_curatedev"]
+
+
+def test_refine_excludes_exactly_the_failing_value(refined: Path) -> None:
+    file = load_config(refined / "curate.yaml", torch_root=refined).files[0]
+    excluded = {}
+    for test in ("test_mean_of_ones", "test_reduction", "test_plain"):
+        entry = file.entry_for(f"TestReduceParams::{test}")
+        assert entry is not None and entry.mode == "mandatory_success", (test, entry)
+        params = entry.edits.params if entry.edits is not None else None
+        excluded[test] = [(p.name, v) for p in params.exclude for v in p.values] if params else []
+        assert not (entry.edits and (entry.edits.dtypes or entry.edits.ops or entry.edits.modules))
+    assert excluded == {"test_mean_of_ones": [("shape", "0")], "test_reduction": [("reduction", "prod")],
+                        "test_plain": []}
+    reason = file.entry_for("TestReduceParams::test_reduction").reason or ""
+    assert "parameter reduction=prod" in reason and "test_reduction_reduction_prod_curatedev" in reason
+
+
+def test_review_shows_the_exclusion(refined: Path) -> None:
+    proc = _tc("review", str(refined / "draft.yaml"), str(refined / "curate.yaml"), cwd=refined)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    text = " ".join(proc.stdout.split())
+    assert "shape=0" in text and "reduction=prod" in text, text[-2000:]
+
+
+def test_refined_config_runs_the_rest_green(refined: Path) -> None:
+    proc = _exec(refined, "after")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (refined / "after" / "results.jsonl").read_text().splitlines()]
+    outcomes = {r["nodeid"].rsplit("::", 1)[1]: r["outcome"] for r in records}
+    assert outcomes["test_mean_of_ones_0_curatedev"] == outcomes["test_reduction_reduction_prod_curatedev"] == "skipped"
+    assert sorted(n for n, o in outcomes.items() if o == "passed") == [
+        "test_mean_of_ones_2x3_curatedev", "test_mean_of_ones_4_curatedev", "test_plain_curatedev",
+        "test_reduction_reduction_mean_curatedev", "test_reduction_reduction_sum_curatedev"]
