@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from testcurator.agents.brain import BackendContext, ScopeRequest
 from testcurator.agents.decision import FileDecision
@@ -83,6 +84,7 @@ class PathFacts:
     hooks: frozenset[str] | None
 
 
+@lru_cache(maxsize=8192)  # the bucket stage asks once per test: the same few paths, thousands of times
 def path_facts(path: str, kind: str, hooks: frozenset[str] | None) -> PathFacts:
     parts = tuple(p.removesuffix(".py") for p in path.strip("/").split("/") if p not in ("", "."))
     areas = tuple((part, area) for part in parts

@@ -12,7 +12,8 @@ driver, and the largest process it started), then how each stage grew from the s
 size to the largest against how the tree grew. The memory stage is split into its steps:
 
 - ``index``: the tree-sitter index (memory/builder.py);
-- ``static map``: the collect-only pass (one pytest, every instance's identity);
+- ``static map``: the collect-only pass (one pytest, every instance's identity); it runs
+  beside the index and the capture, so the steps add up to more than ``memory (all)``;
 - ``capture: tests``: the capture's pytest processes (every instance runs once on CPU);
 - ``capture: after tests``: what the driver does with their output (event logs folded
   into records, durations stored, capture file written);
@@ -127,7 +128,7 @@ class Meter:
             yield
         finally:
             self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - start
-            self.stack.pop()
+            self.stack.remove(name)  # steps may overlap (the static map runs beside the capture)
 
 
 def _timed(meter: Meter, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -181,6 +182,7 @@ def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]
                             embed=False, capture_ops=True, workers=args.workers, shards=args.shards,
                             executor=args.executor, say=lambda m: print(f"    {m}", flush=True))
     meter = Meter()
+    load = os.getloadavg()  # the machine may be shared: the figures mean little without it
     profile = cProfile.Profile() if args.profile else None
     with meter, instrumented(meter):
         start = time.perf_counter()
@@ -197,7 +199,8 @@ def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(20)
         print(out.getvalue())
     run_dir = next(p for p in (state / "runs").iterdir() if p.is_dir())
-    return {"files": n_files, "tests": n_tests, "instances": _instances(state), "total": total, "wall": meter.wall,
+    return {"load": (load, os.getloadavg()), "files": n_files, "tests": n_tests, "instances": _instances(state),
+            "total": total, "wall": meter.wall,
             "driver": meter.driver, "child": meter.child, "run_dir": run_dir}
 
 
@@ -260,6 +263,9 @@ def report(results: list[dict[str, Any]]) -> None:
     for r in results:
         print(f"\n{r['files']} files, {r['tests']} test functions, {r['instances']} instances: "
               f"whole --no-execute run {r['total']:.1f} s")
+        before, after = r["load"]
+        print(f"  load average (1/5/15 min) at start {'/'.join(f'{x:.1f}' for x in before)}, "
+              f"at end {'/'.join(f'{x:.1f}' for x in after)}; {os.cpu_count()} CPUs")
         print(f"  {'step':24s} {'wall s':>8s} {'driver MB':>10s} {'child MB':>9s}")
         for step in STEPS:
             print(f"  {step:24s} {r['wall'].get(step, 0.0):8.1f} {_mb(r['driver'].get(step, 0)):>10s} "

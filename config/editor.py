@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import textwrap
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,10 +57,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_DUMPERS = threading.local()
+
+
 def _dumper() -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    yaml.width = 4096
+    """One dumper per thread, reused: building one per entry (ruamel globs for plug-ins in
+    each constructor) was a tenth of rendering a config; bucket nodes run in threads."""
+    yaml = getattr(_DUMPERS, "yaml", None)
+    if yaml is None:
+        yaml = _DUMPERS.yaml = YAML(typ="rt")
+        yaml.indent(mapping=2, sequence=4, offset=2)
+        yaml.width = 4096
     return yaml
 
 

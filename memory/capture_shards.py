@@ -19,12 +19,11 @@ that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do i
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
@@ -32,7 +31,7 @@ from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
-from testcurator.runner.reconcile import pass_fault
+from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pass_fault
 from testcurator.runner.records import TestRecord
 from testcurator.sharding import file_of, least_duration
 
@@ -76,53 +75,97 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     argsfile.write_text("".join(f"{t}\n" for t in job.targets), encoding="utf-8")
     returncode = run_logged([*cmd, *job.extra, f"@{argsfile}"], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
     parts = sorted(job.work.glob(part.name + "*"))
-    fold = EventFold()
-    for source, event in EventTail(events).poll():
-        fold.feed(source, event)
-    fault = pass_fault(returncode, fold, job.work / "capture.log")
-    if fault is not None:  # pytest itself failing is not evidence of anything
-        raise ExecutionError(f"{job.label}: {fault}")
-    rootdir = Path(fold.rootdir) if fold.rootdir else job.torch_root
+    scan = scan_events(events)
+    if not scan.clean(returncode):
+        # Something is off (a test died, pytest stopped early): the runner's full fold says
+        # what, exactly as for any other pass. A clean pass needs only the scan.
+        fold = EventFold()
+        for source, event in EventTail(events).poll():
+            fold.feed(source, event)
+        fault = pass_fault(returncode, fold, job.work / "capture.log")
+        if fault is not None:  # pytest itself failing is not evidence of anything
+            raise ExecutionError(f"{job.label}: {fault}")
+    rootdir = Path(scan.rootdir) if scan.rootdir else job.torch_root
     errors = tuple((Path(os.path.relpath(rootdir / nodeid, job.torch_root)).as_posix(), text)
-                   for nodeid, text in fold.collect_errors.items() if nodeid)
-    return dataclasses.replace(shard_output(parts, events), collect_errors=errors)
+                   for nodeid, text in scan.collect_errors.items() if nodeid)
+    return CaptureOutput(_read_parts(parts), scan.records, errors)
+
+
+def _read_parts(parts: Sequence[Path]) -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in parts)
 
 
 def shard_output(parts: Sequence[Path], events: Path) -> CaptureOutput:
     """What a capture job sends back once its pytest ended: the capture lines, and each
     finished test's outcome and duration from the event log (bench/scale.py times this)."""
-    captured = "".join(p.read_text(encoding="utf-8") for p in parts)
-    return CaptureOutput(captured, timings(events))
+    return CaptureOutput(_read_parts(parts), scan_events(events).records)
 
 
-def timings(events: Path) -> tuple[TestRecord, ...]:
-    """Outcome (skipped or not is what the durations store needs) and duration of each
-    finished test, from the event logs of one pytest (and its xdist workers).
+@dataclass(frozen=True)
+class EventScan:
+    """One read of a capture pytest's event logs: each finished test's outcome and duration,
+    and what tells a clean pass (every collected test finished or failed to collect, none
+    left started) from one the runner's :func:`pass_fault` must look at."""
 
-    Not the runner's EventFold: a capture keeps no failure texts, and classifying them was
-    most of the driver's time after a large capture's tests.
+    records: tuple[TestRecord, ...]
+    selected_known: bool
+    unfinished: bool  # a test started and never finished (its process died under it)
+    unrun: bool  # a collected test neither finished nor failed to collect
+    collect_errors: Mapping[str, str] = field(default_factory=dict)  # node id (a file) -> error text
+    rootdir: str | None = None  # pytest's rootdir, which collection error node ids are relative to
+
+    def clean(self, returncode: int) -> bool:
+        return (returncode in PYTEST_FINISHED and returncode not in PYTEST_FAULTS and self.selected_known
+                and not self.unfinished and not self.unrun)
+
+
+def scan_events(events: Path) -> EventScan:
+    """Fold the event logs of one pytest (and its xdist workers) in one pass.
+
+    Not the runner's EventFold: a capture keeps no failure texts, and classifying them
+    (then reading the logs a second time for the durations) was most of the driver's time
+    after a large capture's tests. Outcome here is what the durations store needs
+    (skipped or not), as it was.
     """
     seconds: dict[str, float] = {}
     outcome: dict[str, str] = {}
     device: dict[str, str | None] = {}
-    finished: list[str] = []
+    finished: dict[str, None] = {}
+    collected: list[str] = []
+    errors: dict[str, str] = {}
+    rootdir: str | None = None
+    selected = False
+    decode = json.JSONDecoder().raw_decode  # json.loads' checks and wrapping, per line, were a third of it
     for path in EventTail(events).files():
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 if not line.endswith("\n"):
                     break  # a line cut by the process dying
-                event = json.loads(line)
+                if not line.strip():
+                    continue
+                event = decode(line)[0]
                 kind, nodeid = event.get("event"), event.get("nodeid", "")
-                if kind == "start":
+                if kind == "report":
+                    if nodeid in seconds and event.get("when") != "???":
+                        seconds[nodeid] += float(event.get("duration") or 0.0)
+                        if event.get("outcome", "passed") != "passed" and outcome[nodeid] == "passed":
+                            outcome[nodeid] = event["outcome"]
+                elif kind == "start":
                     device[nodeid] = (event.get("identity") or {}).get("device")
                     seconds[nodeid], outcome[nodeid] = 0.0, "passed"
-                elif kind == "report" and nodeid in seconds and event.get("when") != "???":
-                    seconds[nodeid] += float(event.get("duration") or 0.0)
-                    if event.get("outcome", "passed") != "passed" and outcome[nodeid] == "passed":
-                        outcome[nodeid] = event["outcome"]
+                    finished.pop(nodeid, None)  # a retried test starts again; its latest run counts
                 elif kind == "finish" and nodeid in seconds:
-                    finished.append(nodeid)
-    return tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in dict.fromkeys(finished))
+                    finished[nodeid] = None
+                elif kind == "collected":
+                    selected = True
+                    rootdir = rootdir or event.get("rootdir")
+                    collected.extend(event["nodeids"])
+                elif kind == "collect_error":
+                    errors[nodeid] = event.get("longrepr") or ""
+    records = tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in finished)
+    return EventScan(records, selected, unfinished=len(finished) < len(seconds),
+                     unrun=any(n not in finished and n not in errors for n in collected),
+                     collect_errors=errors, rootdir=rootdir)
 
 
 def _weights(targets: Sequence[str], known: Mapping[str, float]) -> dict[str, float]:

@@ -53,6 +53,7 @@ class TestEvidence:
 def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
     """One :class:`TestEvidence` per ``file::generic`` of the records, lists sorted."""
     found: dict[TestKey, dict[str, Any]] = {}
+    dtypes: dict[str | None, tuple[str, ...]] = {}  # a tree has a few dozen dtype names, not one per record
     for rec in records:
         key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
         entry = found.get(key)
@@ -62,7 +63,10 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         for name, value in (("ops", rec.op), ("modules", rec.module)):
             if value:
                 entry[name].add(value)
-        entry["dtypes"].update(split_dtypes(rec.dtype))  # each member of a dtype pair
+        members = dtypes.get(rec.dtype)
+        if members is None:
+            members = dtypes[rec.dtype] = split_dtypes(rec.dtype)
+        entry["dtypes"].update(members)  # each member of a dtype pair
         if rec.source == "captured":
             entry["aten"].update(rec.aten)
             if rec.outcome:
@@ -74,9 +78,14 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
 
 def write_keyed(path: Path, items: Mapping[TestKey, Any]) -> Path:
     """``{test key: item.to_json()}`` at ``path``, atomically, keys sorted (the run
-    directory's per-test files: evidence, probe evidence)."""
+    directory's per-test files: evidence, probe evidence).
+
+    One test per line, each through the C encoder: ``indent`` sends all of it through the
+    pure-Python one, most of the evidence step's time at 100,000 instances. The same JSON
+    value as before; still a line per test to grep or diff."""
     data = {str(key): value.to_json() for key, value in items.items()}
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    lines = [f"{json.dumps(key)}: {json.dumps(data[key], sort_keys=True)}" for key in sorted(data)]
+    atomic_write_text(path, "{\n" + ",\n".join(lines) + "\n}\n" if lines else "{}\n")
     return path
 
 

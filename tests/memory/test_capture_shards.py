@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from testcurator.memory.capture_shards import plan_targets
+from testcurator.memory.capture_shards import plan_targets, scan_events
+from testcurator.runner.eventlog import EventFold, EventTail
+from testcurator.runner.reconcile import pass_fault
 from testcurator.vocab import TestKey
 
 KNOWN = {"test/a.py::T::t1": 6.0, "test/a.py::T::t2": 4.0, "test/b.py::T::t": 1.0, "test/c.py::T::t": 1.0,
@@ -68,3 +71,61 @@ def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_p
     with DurationStore(state) as store:
         timed = set(store.known())
     assert timed == {"test/test_a.py::test_pass", "test/test_a.py::test_fail", "test/test_b.py::test_other"}
+
+
+def _event_log(path: Path, events: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return path
+
+
+def _ran(nodeid: str, *phases: tuple[str, str, float], finish: bool = True) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [{"event": "start", "nodeid": nodeid, "identity": {"device": "cpu"}}]
+    out += [{"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome, "duration": seconds,
+             "longrepr": "E   boom" if outcome == "failed" else None} for when, outcome, seconds in phases]
+    return out + ([{"event": "finish", "nodeid": nodeid}] if finish else [])
+
+
+A, B, C = "test/a.py::T::test_x_cpu", "test/a.py::T::test_y_cpu", "test/b.py::T::test_z_cpu"
+OK = (("setup", "passed", 0.5), ("call", "passed", 1.0), ("teardown", "passed", 0.25))
+FAILED = (("setup", "passed", 0.5), ("call", "failed", 2.0), ("teardown", "passed", 0.5))
+
+
+@pytest.mark.parametrize(("events", "returncode", "clean"), [
+    ([{"event": "collected", "nodeids": [A, B]}, *_ran(A, *OK), *_ran(B, *FAILED)], 1, True),
+    # a test that started and never finished: its process died under it
+    ([{"event": "collected", "nodeids": [A, B]}, *_ran(A, *OK), *_ran(B, OK[0], finish=False)], 1, False),
+    # a collected test that never ran, and no test died: pytest stopped early
+    ([{"event": "collected", "nodeids": [A, B, C]}, *_ran(A, *OK), *_ran(B, *OK)], 0, False),
+    # a file that did not import is evidence, not a fault
+    ([{"event": "collected", "nodeids": [A], "rootdir": "/src"},
+      {"event": "collect_error", "nodeid": "test/b.py", "longrepr": "E x"},
+      *_ran(A, *OK)], 1, True),
+    ([], 0, False),  # no selection written: the plugin did not run
+    ([{"event": "collected", "nodeids": [A]}, *_ran(A, *OK)], 4, False),  # a usage error
+])
+def test_one_scan_agrees_with_the_runners_fold_on_clean_passes(tmp_path: Path, events: list[dict[str, object]],
+                                                                 returncode: int, clean: bool) -> None:
+    log = _event_log(tmp_path / "events.jsonl", events)
+    (tmp_path / "capture.log").write_text("", encoding="utf-8")
+    scan = scan_events(log)
+    fold = EventFold()
+    for source, event in EventTail(log).poll():
+        fold.feed(source, event)
+    assert scan.clean(returncode) is clean
+    if clean:  # a pass the scan calls clean is one the runner finds no fault in
+        assert pass_fault(returncode, fold, tmp_path / "capture.log") is None
+    # durations: every finished test with the sum of its phases, as the runner's fold has them
+    assert {r.nodeid: r.duration for r in scan.records} == {n: r.duration for n, r in fold.done.items()}
+    # the files that did not import, as the fold has them (the upgrade decides files by them)
+    assert dict(scan.collect_errors) == fold.collect_errors and scan.rootdir == fold.rootdir
+
+
+def test_the_scan_reads_outcomes_durations_and_stops_at_a_cut_line(tmp_path: Path) -> None:
+    log = _event_log(tmp_path / "events.jsonl", [{"event": "collected", "nodeids": [A, B, C]}, *_ran(A, *OK),
+                                                 *_ran(B, *FAILED), *_ran(C, ("setup", "skipped", 0.1))])
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write('{"event": "start", "nodeid": "test/b.py::T::te')  # the process died mid-write
+    scan = scan_events(log)
+    assert [(r.nodeid, r.outcome, r.device, r.duration) for r in scan.records] == [
+        (A, "passed", "cpu", 1.75), (B, "failed", "cpu", 3.0), (C, "skipped", "cpu", 0.1)]
+    assert scan.clean(1)

@@ -57,3 +57,20 @@ def test_missing_evidence_is_empty_and_broken_evidence_is_bad_input(tmp_path: Pa
     with pytest.raises(BadInputError, match="evidence.json:1:2"):
         read_evidence(tmp_path / "evidence.json")
     assert TestEvidence() == TestEvidence.from_json({})
+
+
+def test_evidence_is_written_one_test_per_line_with_the_same_json_value(tmp_path: Path) -> None:
+    evidence = gather(RECORDS)
+    path = write_evidence(tmp_path / "evidence.json", evidence)
+    text = path.read_text(encoding="utf-8")
+    # The value the indented form had (keys sorted at every level), in the same key order...
+    before = json.dumps({str(k): v.to_json() for k, v in evidence.items()}, indent=1, sort_keys=True)
+    assert json.loads(text) == json.loads(before)
+    assert list(json.loads(text)) == list(json.loads(before))
+    # ...compact: one line per test between the braces, each a whole "key": value pair.
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}" and len(lines) == len(evidence) + 2
+    assert [json.loads("{" + line.rstrip(",") + "}") for line in lines[1:-1]] == [
+        {k: v} for k, v in json.loads(before).items()]
+    assert read_evidence(path) == evidence
+    assert write_evidence(tmp_path / "empty.json", {}).read_text(encoding="utf-8") == "{}\n"

@@ -260,3 +260,60 @@ def test_a_version_1_map_gains_the_call_tables_in_place(tmp_path: Path) -> None:
     assert opmap.counts()["captured"] == 1
     assert opmap.conn.execute("SELECT version FROM schema_version").fetchone() == (opmap_module.SCHEMA_VERSION,)
     opmap.close()
+
+
+def _dump(opmap: OpMap) -> tuple[list[tuple[object, ...]], ...]:
+    """Everything the map holds, ids replaced by node id and source (ids are internal)."""
+    conn = opmap.conn
+    return (
+        conn.execute("SELECT node_id, source, generic, device, dtype, op, module, outcome, error FROM records "
+                     "ORDER BY node_id, source").fetchall(),
+        conn.execute("SELECT r.node_id, r.source, o.aten, o.aten_base FROM record_ops o JOIN records r ON r.id = o.record_id "
+                     "ORDER BY 1, 2, 3").fetchall(),
+        conn.execute("SELECT r.node_id, r.source, c.call FROM record_calls c JOIN records r ON r.id = c.record_id "
+                     "ORDER BY 1, 2, 3").fetchall(),
+        conn.execute("SELECT call, example FROM call_examples ORDER BY call").fetchall(),
+        conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name").fetchall(),
+    )
+
+
+def _many(n: int, tag: str) -> list[OpRecord]:
+    return [OpRecord(f"t{i % 7}.py::TestFooCPU::test_fn_{i}_cpu_float32", f"TestFoo::test_fn_{i}", source,
+                     device="cpu", dtype="float32", op="add", outcome="passed" if source == "captured" else None,
+                     aten=(f"aten::op{i % 13}.Tensor", f"aten::{tag}{i % 5}"), calls=(f"aten::op{i % 13}.Tensor(float32)",),
+                     examples={f"aten::op{i % 13}.Tensor(float32)": "{}"} if source == "captured" else {})
+            for i in range(n) for source in ("static", "captured")]
+
+
+@pytest.mark.parametrize("bulk", [0, 10**9], ids=["bulk", "row-wise"])
+def test_a_bulk_ingest_stores_what_a_row_wise_one_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        bulk: int) -> None:
+    """A large batch drops and rebuilds the secondary indexes; the map ends up the same,
+    first ingest and re-ingest (replacing records) alike, and keeps every index."""
+    import testcurator.memory.opmap as opmap_module
+
+    monkeypatch.setattr(opmap_module, "BULK_RECORDS", bulk)
+    bulk_map = OpMap(tmp_path / "a")
+    for batch in (_many(300, "x"), _many(120, "y"), RECORDS):
+        bulk_map.store(batch)
+    monkeypatch.setattr(opmap_module, "BULK_RECORDS", 10**9)
+    rowwise = OpMap(tmp_path / "b")
+    for batch in (_many(300, "x"), _many(120, "y"), RECORDS):
+        rowwise.store(batch)
+    assert _dump(bulk_map) == _dump(rowwise)
+    assert {name for name, _ in _dump(bulk_map)[-1]} >= set(opmap_module._INDEXES)
+    assert bulk_map.tests_for("aten::y3") == rowwise.tests_for("aten::y3") != []
+
+
+def test_a_bulk_ingest_that_fails_leaves_the_map_and_its_indexes_as_they_were(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import testcurator.memory.opmap as opmap_module
+
+    monkeypatch.setattr(opmap_module, "BULK_RECORDS", 0)
+    opmap = OpMap(tmp_path)
+    opmap.store(_many(50, "x"))
+    before = _dump(opmap)
+    broken = _many(60, "z") + [OpRecord("t.py::T::test_bad", None, "captured")]  # type: ignore[arg-type]
+    with pytest.raises(sqlite3.IntegrityError):  # generic is NOT NULL: the last insert fails
+        opmap.store(broken)
+    assert _dump(opmap) == before
