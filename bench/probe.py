@@ -5,8 +5,8 @@ three nightly runs, each with op capture and execution (embeddings off: they are
 in every run and not what is measured):
 
 1. ``--no-probe`` (fresh state): the draft runs every test the bucket stage did not skip;
-2. with the probe (fresh state): the probe replays every captured call once, and the draft
-   leaves out what the probe already showed fails;
+2. with the probe (fresh state): the probe replays every captured call once; the bucket
+   stage excludes the dtypes/ops/modules it showed fail, and the draft confirms the rest;
 3. with the probe again on run 2's state: the capability table is reused (same backend,
    same torch), so the probe replays nothing.
 

@@ -42,7 +42,6 @@ from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_c
 from testcurator.pipelines.upgrade_delta import TestDelta, classify
 from testcurator.vocab import TestKey
 
-OLD_MEMORY = "upgrade-old"  # under the state dir: the old tree's index, apart from the new one's
 
 
 @dataclass(frozen=True)
@@ -210,9 +209,12 @@ def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
     ctx, say = opts.run, opts.run.say
     scope = scope_tree(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
     files = kept_files(ctx.torch_root, scope)
-    new = hashes(ctx.torch_root, files, ctx.state_dir)
     old_files = sorted(set(_config_files(opts.config, opts.old_root.resolve())) | set(files))
-    old = hashes(opts.old_root.resolve(), old_files, ctx.state_dir / OLD_MEMORY)
+    # The old tree first, in the run's own memory: after the full run that curated it, that
+    # memory holds its index, so this is a hash check per file instead of a parse of the whole
+    # old tree; the new tree then re-parses only the files that differ.
+    old = hashes(opts.old_root.resolve(), old_files, ctx.state_dir)
+    new = hashes(ctx.torch_root, files, ctx.state_dir)
     delta = classify(old, new)
     c = delta.summary()
     say(f"delta: {c['changed']} changed, {c['added']} added, {c['moved']} moved/renamed, {c['removed']} removed, "
