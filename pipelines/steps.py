@@ -14,11 +14,11 @@ from, so a changed input is read again and a resumed run computes the same value
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from testcurator.agents.brain import BrainContext
+from testcurator.agents.brain import BrainContext, ExecutionRecord
 from testcurator.agents.bucket import bucket_tests, requests_for_file
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records, refine_tests
@@ -52,64 +52,65 @@ def _stamp(path: Path) -> tuple[str, int, int]:
     return (str(path), st.st_mtime_ns if st else 0, st.st_size if st else -1)
 
 
-_EVIDENCE: dict[tuple[str, int, int], dict[TestKey, TestEvidence]] = {}
+_CACHE: dict[str, tuple[Any, Any]] = {}
+T = TypeVar("T")
+
+
+def _once(name: str, key: Any, load: Callable[[], T]) -> T:
+    """``load()`` once per ``key`` (the state of the files it reads), one entry per ``name``.
+
+    Bucket and refine run once per file of the tree and all read the same run-wide inputs:
+    read once, not once per file (that added up on large trees). Safe under the threads a
+    fan-out runs in: at worst two threads both load."""
+    hit = _CACHE.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = load()
+    _CACHE[name] = (key, value)
+    return value
 
 
 def _evidence(store: RunStore) -> dict[TestKey, TestEvidence]:
-    """``evidence.json`` of the run, read once per state of the file (not once per file of
-    the tree: every bucket and refine step needs it)."""
-    key = _stamp(store.path(EVIDENCE))
-    if key not in _EVIDENCE:
-        _EVIDENCE.clear()  # one entry: the evidence as it is now
-        _EVIDENCE[key] = read_evidence(store.path(EVIDENCE))
-    return _EVIDENCE[key]
-
-
-_PROBED: dict[tuple[str, int, int], dict[TestKey, ProbeEvidence]] = {}
+    """``evidence.json`` of the run."""
+    path = store.path(EVIDENCE)
+    return _once("evidence", _stamp(path), lambda: read_evidence(path))
 
 
 def _probe(store: RunStore) -> dict[TestKey, ProbeEvidence]:
-    """The probe's findings per test (``probe_evidence.json``; none with ``--no-probe``),
-    read once per state of the file, like the evidence."""
-    key = _stamp(store.path(PROBE_EVIDENCE))
-    if key not in _PROBED:
-        _PROBED.clear()
-        _PROBED[key] = read_probe_evidence(store.path(PROBE_EVIDENCE))
-    return _PROBED[key]
+    """The probe's findings per test (``probe_evidence.json``; none with ``--no-probe``)."""
+    path = store.path(PROBE_EVIDENCE)
+    return _once("probe", _stamp(path), lambda: read_probe_evidence(path))
 
 
-_KNOWN: dict[tuple[Any, ...], frozenset[str]] = {}
+def _executions(ctx: RunContext, store: RunStore) -> Mapping[TestKey, list[ExecutionRecord]]:
+    """The draft's results, grouped per test (a plain dict: a shared value must not grow on a
+    missing key as group_records' defaultdict would)."""
+    path = store.path("exec", "results.jsonl")
+    return _once("executions", (_stamp(path), str(ctx.torch_root)),
+                 lambda: dict(group_records(read_jsonl(path), ctx.torch_root)))
 
 
 def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
-    """The facts the rails check against: every test memory or collection knows.
-
-    Read once per state of the evidence and the memory, not once per file (the same for
-    every file of a run, and reading all tests per file added up on large trees)."""
-    key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))
-    if key not in _KNOWN:
+    """The facts the rails check against: every test memory or collection knows (the same
+    for every file of a run)."""
+    def load() -> frozenset[str]:
         known = {k.name for k in _evidence(store)}
         with Memory.open(ctx.state_dir) as memory:
             known.update(t.generic for t in memory.tests())
-        _KNOWN.clear()
-        _KNOWN[key] = frozenset(known)
-    return BrainContext(ctx.backend, _KNOWN[key], ctx.torch_root)
+        return frozenset(known)
 
-
-_PREVIOUS: dict[tuple[Any, ...], dict[TestKey, tuple[str, str]]] = {}
+    key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))
+    return BrainContext(ctx.backend, _once("known", key, load), ctx.torch_root)
 
 
 def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
-    """``emit.previous_decisions``, read once per state of the configs (not once per file):
-    a delta run starts from a full set of configs, and reloading all of them for every file
-    it buckets cost more than the bucketing itself."""
+    """``emit.previous_decisions``, per state of the configs: a delta run starts from a full
+    set of configs, and reloading all of them for every file it buckets cost more than the
+    bucketing itself."""
     files = sorted(ctx.configs_dir.rglob("*.yaml")) + [ctx.configs_dir / emitter.SIDECAR] if ctx.configs_dir.is_dir() else []
     key = (str(ctx.configs_dir), str(ctx.torch_root),
            tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
-    if key not in _PREVIOUS:
-        _PREVIOUS.clear()  # one entry: the configs as they are now
-        _PREVIOUS[key] = emitter.previous_decisions(ctx.configs_dir, ctx.torch_root)
-    return _PREVIOUS[key]
+    return _once("previous", key, lambda: emitter.previous_decisions(ctx.configs_dir, ctx.torch_root))
 
 
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
@@ -223,11 +224,9 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
 def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
     if rel in not_importing(store):
         return []
-    records = read_jsonl(store.path("exec", "results.jsonl"))
-    executions = group_records(records, ctx.torch_root)
     previous = store.read_decisions("bucket", rel) or []
-    return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous, executions)
-
+    return refine_tests(ctx.brain, brain_context(ctx, store), _requests(ctx, store, rel), previous,
+                        _executions(ctx, store))
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
@@ -235,7 +234,7 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     sidecar = emitter.load_sidecar(ctx.configs_dir)
     executed = set()
     if refined:
-        executed = {key.name for key in group_records(read_jsonl(store.path("exec", "results.jsonl")), ctx.torch_root)}
+        executed = {key.name for key in _executions(ctx, store)}
     broken = not_importing(store)
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []

@@ -38,10 +38,11 @@ from testcurator.memory.store import StoredTest
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.emit import file_decisions
 from testcurator.pipelines.run import run_nightly
+from testcurator.pipelines.steps import not_importing
+from testcurator.pipelines.store import RunStore
 from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs
 from testcurator.pipelines.upgrade_delta import TestDelta, classify
 from testcurator.vocab import TestKey
-
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,7 @@ def import_checks(opts: UpgradeOptions, files: Sequence[str], new: dict[str, str
 
 
 def _import_errors(state: dict[str, Any] | None) -> dict[str, str]:
-    if not state:
-        return {}
-    memory = Path(state["run_dir"]) / "memory.json"
-    return dict(json.loads(memory.read_text(encoding="utf-8")).get("import_errors") or {})
+    return not_importing(RunStore(Path(state["run_dir"]))) if state else {}
 
 
 def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state: dict[str, Any] | None,
