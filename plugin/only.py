@@ -7,16 +7,28 @@ with the delta's names did this before: it matched substrings (``test_add`` kept
 ``test_add_inplace``), cost names x items (seconds at a few hundred names), and pytest's
 expression parser fails (RecursionError) beyond about 800 names, a 5% upgrade of a
 PyTorch-size tree. Paths are absolute or relative to the rootdir.
+
+Tests FILE does not name are not even instantiated: before PyTorch's
+``instantiate_device_type_tests`` / ``instantiate_parametrized_tests`` expand a class, the
+class loses its test functions whose name no line of FILE has (in any class, any file: a
+subclass elsewhere inherits them). A changed test in ``test_ops.py`` then costs its own
+instances, not the tens of thousands of the file's others; deselection still decides, by
+identity, among what is left. A kept test that calls another test function by name would
+not find it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from testcurator.vocab import TestKey
+from testcurator.vocab import TestKey, split_name
 
 PLUGIN_NAME = "testcurator-only"
 _ADDED_FLAG = "_testcurator_only_options_added"
@@ -62,9 +74,51 @@ def write_keys(path: Path, keys: list[TestKey], root: Path) -> Path:
     return path
 
 
+# (module, function) of PyTorch that expand a generic test class into its instances.
+_INSTANTIATORS = (("torch.testing._internal.common_device_type", "instantiate_device_type_tests"),
+                  ("torch.testing._internal.common_utils", "instantiate_parametrized_tests"))
+
+
+def narrowed(instantiate: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
+    """``instantiate`` applied to the class without the test functions not in ``names``."""
+
+    @functools.wraps(instantiate)
+    def wrapper(generic_cls: type, *args: Any, **kwargs: Any) -> Any:
+        # Functions only: a class attribute like ``test_cases = [...]`` is data a kept test reads.
+        for attr in [a for a, v in vars(generic_cls).items() if a.startswith("test") and inspect.isfunction(v)]:
+            if attr not in names:
+                delattr(generic_cls, attr)
+        return instantiate(generic_cls, *args, **kwargs)
+
+    return wrapper
+
+
 class OnlyPlugin:
     def __init__(self, wanted: frozenset[tuple[str, str]]) -> None:
         self.wanted = wanted
+        self._restore: list[tuple[Any, str, Any]] = []
+        self._patched = False
+
+    def pytest_collectstart(self, collector: pytest.Collector) -> None:
+        # Before the first test module imports (test files bind the functions at import);
+        # not at configure: an xdist controller never collects and need not import torch.
+        if self._patched or not isinstance(collector, pytest.Module):
+            return
+        self._patched = True
+        names = frozenset(split_name(name)[1].partition("[")[0] for _, name in self.wanted)
+        for module_name, function in _INSTANTIATORS:
+            try:
+                module = __import__(module_name, fromlist=[function])
+            except ImportError:  # no torch: nothing PyTorch would instantiate
+                return
+            original = getattr(module, function)
+            self._restore.append((module, function, original))
+            setattr(module, function, narrowed(original, names))
+
+    def pytest_unconfigure(self) -> None:
+        for module, function, original in self._restore:
+            setattr(module, function, original)
+        self._restore.clear()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

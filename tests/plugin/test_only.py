@@ -51,7 +51,9 @@ def run(pytester: pytest.Pytester, names: list[str]) -> pytest.RunResult:
 ])
 def test_only_the_named_tests_run(pytester: pytest.Pytester, names: list[str], ran: list[str]) -> None:
     result = run(pytester, names)
-    result.assert_outcomes(passed=len(ran), deselected=4 - len(ran))
+    # The device tests not named were never instantiated; only the module-level test is
+    # collected to be deselected.
+    result.assert_outcomes(passed=len(ran), deselected=int("test_module_level" not in names))
     passed = sorted(line.split("::")[-1].split(" ")[0] for line in result.outlines if " PASSED" in line)
     assert passed == sorted(ran)
 
@@ -60,3 +62,65 @@ def test_a_missing_list_fails_at_parse_time(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--curate-only", "nope.tests")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "test list does not exist: nope.tests" in result.stderr.str()
+
+
+# Narrowing before instantiation: a parametrized class, class data named like a test, and a
+# subclass in another file that inherits a named test.
+BASE = """\
+from torch.testing._internal.common_utils import TestCase, instantiate_parametrized_tests, parametrize
+
+
+@instantiate_parametrized_tests
+class TestBase(TestCase):
+    test_cases = [1, 2]
+
+    @parametrize("n", [1, 2, 3])
+    def test_p(self, n):
+        self.assertEqual(self.test_cases, [1, 2])
+
+    @parametrize("n", [4, 5])
+    def test_q(self, n):
+        pass
+
+    def test_plain(self):
+        pass
+"""
+DERIVED = """\
+from test_base import TestBase
+
+
+class TestDerived(TestBase):
+    pass
+"""
+
+
+def _collected(result: pytest.RunResult) -> list[str]:
+    return sorted(line for line in result.outlines if "::" in line)
+
+
+@pytest.mark.parametrize(("file", "names", "expected"), [
+    ("test_promo.py", ["TestPromo::test_add"], ["TestPromoCPU::test_add_cpu_float32", "TestPromoCPU::test_add_cpu_int64"]),
+    ("test_base.py", ["TestBase::test_p"], ["TestBase::test_p_n_1", "TestBase::test_p_n_2", "TestBase::test_p_n_3"]),
+    ("test_derived.py", ["TestDerived::test_p", "TestDerived::test_plain"],
+     ["TestDerived::test_p_n_1", "TestDerived::test_p_n_2", "TestDerived::test_p_n_3", "TestDerived::test_plain"]),
+])
+def test_named_tests_collect_as_without_narrowing(pytester: pytest.Pytester, file: str, names: list[str],
+                                                  expected: list[str]) -> None:
+    pytester.makepyfile(test_promo=PROMO, test_base=BASE, test_derived=DERIVED)
+    pytester.syspathinsert()
+    keys = write_keys(pytester.path / "only.tests", [TestKey.of(file, n) for n in names], pytester.path)
+    everything = _collected(pytester.runpytest_inprocess("-p", "no:cacheprovider", "--collect-only", "-q", file))
+    named = [f"{file}::{e}" for e in expected]
+    assert set(named) < set(everything)  # the same ids as a full collection makes, and fewer
+    narrowed = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--collect-only", "-q", "--curate-only", str(keys), file)
+    assert _collected(narrowed) == named
+    ran = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--curate-only", str(keys), file, "-v")
+    assert sorted(line.split(" ")[0] for line in ran.outlines if " PASSED" in line) == named
+
+
+def test_narrowing_ends_with_the_session(pytester: pytest.Pytester) -> None:
+    from torch.testing._internal import common_device_type, common_utils
+
+    before = (common_device_type.instantiate_device_type_tests, common_utils.instantiate_parametrized_tests)
+    run(pytester, ["TestPromo::test_add"]).assert_outcomes(passed=2, deselected=1)
+    assert (common_device_type.instantiate_device_type_tests, common_utils.instantiate_parametrized_tests) == before
