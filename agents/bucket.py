@@ -9,7 +9,7 @@ current configs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, SimilarTest
@@ -51,13 +51,18 @@ def _similar(memory: Memory, test: StoredTest, previous: Mapping[TestKey, tuple[
 
 def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[TestKey, TestEvidence],
                       previous: Mapping[TestKey, tuple[str, str]],
-                      probe: Mapping[TestKey, ProbeEvidence] | None = None) -> list[BucketRequest]:
+                      probe: Mapping[TestKey, ProbeEvidence] | None = None,
+                      select: Callable[[str], bool] | None = None) -> list[BucketRequest]:
     """One request per generic test of ``rel`` (memory's tests, plus any only collection saw);
-    ``probe``: the capability probe's findings per test, when the run probed the device."""
+    ``probe``: the capability probe's findings per test, when the run probed the device;
+    ``select``: only the tests (generic names) it accepts (a delta run's), before their
+    source and similar tests are looked up."""
     stored = {t.generic: t for t in memory.tests_in_file(rel)}
     seen = {key.name for key in evidence if key.file == rel}
     requests = []
     for generic in sorted(set(stored) | seen):
+        if select is not None and not select(generic):
+            continue
         ev = evidence.get(TestKey.of(rel, generic), TestEvidence())
         test = stored.get(generic)
         requests.append(BucketRequest(

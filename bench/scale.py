@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_tree import generate
 from pipeline import GEN_BACKEND, collectable
 from testcurator.memory import capture_shards, stage
-from testcurator.pipelines import nightly
+from testcurator.pipelines import nightly, steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.run import run_nightly
 from testcurator.runner.durations import DurationStore
@@ -140,18 +140,39 @@ def _timed(meter: Meter, name: str, fn: Callable[..., Any]) -> Callable[..., Any
     return wrapper
 
 
+class _TimedExecutor:
+    """An executor whose ``run`` (all shards, start to end) is the step "capture: tests"."""
+
+    def __init__(self, inner: Any, meter: Meter) -> None:
+        self.inner, self.run = inner, _timed(meter, "capture: tests", inner.run)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 @contextmanager
-def instrumented(meter: Meter) -> Iterator[None]:
-    """Time the steps by wrapping the functions that do them (restored afterwards)."""
+def instrumented(meter: Meter, executor: str = "local") -> Iterator[None]:
+    """Time the steps by wrapping the functions that do them (restored afterwards).
+
+    "capture: tests" is the capture's pytest processes on the local executor. Elsewhere
+    (Ray) they run in other processes, out of the driver's sight: there it is the
+    executor's whole run of the shards, which also holds each shard reading its own output
+    (the rest of "after tests" stays in the driver)."""
     patches = [(nightly, "scope", "scope"), (nightly, "memory", "memory (all)"), (nightly, "bucket_file", "bucket"), (nightly, "draft", "bucket"),
                (nightly, "emit", "emit"), (nightly, "report", "report"), (nightly, "_summaries", "summaries"),
                (stage, "build", "index"), (stage, "_static_map", "static map"),
                (stage, "run_capture", "capture: after tests"), (capture_shards, "run_logged", "capture: tests"),
                (stage, "_ingest", "op map ingest"), (stage, "write_evidence", "evidence"), (stage, "gather", "evidence"),
                (stage, "read_capture", "evidence")]
+    if executor != "local":
+        patches.remove((capture_shards, "run_logged", "capture: tests"))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     for module, attr, name in patches:
         setattr(module, attr, _timed(meter, name, getattr(module, attr)))
+    if executor != "local":
+        make = steps.executor
+        saved.append((steps, "executor", make))
+        steps.executor = functools.wraps(make)(lambda *a, **k: _TimedExecutor(make(*a, **k), meter))  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -184,7 +205,7 @@ def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]
     meter = Meter()
     load = os.getloadavg()  # the machine may be shared: the figures mean little without it
     profile = cProfile.Profile() if args.profile else None
-    with meter, instrumented(meter):
+    with meter, instrumented(meter, args.executor):
         start = time.perf_counter()
         if profile:
             profile.enable()

@@ -1,18 +1,17 @@
 """The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
 
 Every step reads its inputs from the run directory (RunStore) and the memory, and writes
-its outputs there. Three process-wide caches save re-reading inputs once per file of a
-run; each holds one entry, keyed by the state (path, mtime, size) of the files it was read
-from, so a changed input is read again and a resumed run computes the same values:
-
-- ``_EVIDENCE``: the memory stage's evidence (key: ``evidence.json``);
-- ``_KNOWN``: the test names the rails accept (key: ``evidence.json`` and the memory db);
-- ``_PREVIOUS``: the human decisions in the current configs (key: every config file and
-  the ``.emitted.json`` sidecar).
+its outputs there. Bucket and refine run once per file, in a fan-out's threads, and share
+run-wide inputs; :func:`_once` reads each once (one entry per name, keyed by the state
+(path, mtime, size) of the files it reads, so a changed input is read again and a resumed
+run computes the same values): the memory stage's evidence, the probe's, the draft's
+results, the test names the rails accept, and the human decisions in the current configs
+(their state read once per run: nothing writes the configs before the run's emit step).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +52,8 @@ def _stamp(path: Path) -> tuple[str, int, int]:
 
 
 _CACHE: dict[str, tuple[Any, Any]] = {}
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 T = TypeVar("T")
 
 
@@ -60,14 +61,22 @@ def _once(name: str, key: Any, load: Callable[[], T]) -> T:
     """``load()`` once per ``key`` (the state of the files it reads), one entry per ``name``.
 
     Bucket and refine run once per file of the tree and all read the same run-wide inputs:
-    read once, not once per file (that added up on large trees). Safe under the threads a
-    fan-out runs in: at worst two threads both load."""
+    read once, not once per file (that added up on large trees). A fan-out runs its files
+    in threads: the first to miss loads, the others wait for its value (unlocked, each of
+    the pool's first threads loaded the same inputs again: a third of a delta run's bucket
+    stage at 300 files)."""
     hit = _CACHE.get(name)
     if hit is not None and hit[0] == key:
         return hit[1]
-    value = load()
-    _CACHE[name] = (key, value)
-    return value
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(name, threading.Lock())
+    with lock:
+        hit = _CACHE.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = load()
+        _CACHE[name] = (key, value)
+        return value
 
 
 def _evidence(store: RunStore) -> dict[TestKey, TestEvidence]:
@@ -103,22 +112,26 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     return BrainContext(ctx.backend, _once("known", key, load), ctx.torch_root)
 
 
-def _previous(ctx: RunContext) -> dict[TestKey, tuple[str, str]]:
+def _previous(ctx: RunContext, store: RunStore) -> dict[TestKey, tuple[str, str]]:
     """``emit.previous_decisions``, per state of the configs: a delta run starts from a full
     set of configs, and reloading all of them for every file it buckets cost more than the
-    bucketing itself."""
-    files = sorted(ctx.configs_dir.rglob("*.yaml")) + [ctx.configs_dir / emitter.SIDECAR] if ctx.configs_dir.is_dir() else []
-    key = (str(ctx.configs_dir), str(ctx.torch_root),
-           tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+    bucketing itself. The state is read once per run: nothing writes the configs before
+    its emit step (stat-ing every config for every bucketed file cost half a second at 300)."""
+    def state() -> tuple[Any, ...]:
+        files = sorted(ctx.configs_dir.rglob("*.yaml")) + [ctx.configs_dir / emitter.SIDECAR] if ctx.configs_dir.is_dir() else []
+        return (str(ctx.configs_dir), str(ctx.torch_root),
+                tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists()))
+
+    key = _once("previous-state", (str(store.root), str(ctx.configs_dir), str(ctx.torch_root)), state)
     return _once("previous", key, lambda: emitter.previous_decisions(ctx.configs_dir, ctx.torch_root))
 
 
 def _requests(ctx: RunContext, store: RunStore, rel: str) -> list[Any]:
-    previous = _previous(ctx)
+    previous = _previous(ctx, store)
     with Memory.open(ctx.state_dir) as memory:
-        requests = requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous, _probe(store))
-    # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
-    return [r for r in requests if ctx.selected(rel, r.test)]
+        # Delta mode: only the delta's tests are asked about (and so cost LLM calls).
+        return requests_for_file(ctx.torch_root, memory, rel, _evidence(store), previous, _probe(store),
+                                 select=None if ctx.only_tests is None else lambda generic: ctx.selected(rel, generic))
 
 
 def not_importing(store: RunStore) -> dict[str, str]:
