@@ -14,6 +14,7 @@ neighbour. Splicing whole blocks (comment + entry) cannot.
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 import threading
 from collections.abc import Mapping, Sequence
@@ -80,6 +81,20 @@ def dump_block(data: Any, indent: int) -> list[str]:
     return [(" " * indent + line) if line else line for line in text.splitlines()]
 
 
+# Terminal styling (CSI sequences): upstream error messages carry some (torch.load's "Weights
+# only load failed" is printed in bold), and failure texts become reasons.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# What YAML does not allow anywhere in a stream, comments included (YAML 1.2, c-printable).
+_NOT_YAML = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a YAML file can hold it: terminal styling dropped, any other character
+    YAML forbids written as its escape (``\\x07``), so a config never fails to load
+    because of what a failing test printed."""
+    return _NOT_YAML.sub(lambda m: ascii(m.group())[1:-1], _ANSI.sub("", text))
+
+
 def comment_lines(reason: str | None, indent: int) -> list[str]:
     """A reason as ``#`` lines wrapped to a readable width, read back by
     :func:`testcurator.config.resolve.comment_above`.
@@ -92,7 +107,7 @@ def comment_lines(reason: str | None, indent: int) -> list[str]:
     if not reason:
         return []
     out: list[str] = []
-    paragraphs = [p.split() for p in reason.strip().splitlines()]
+    paragraphs = [p.split() for p in printable(reason).strip().splitlines()]
     for n, words in enumerate(p for p in paragraphs if p):
         if n:
             out.append(" " * indent + "#")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.config.editor import COMMENT_WIDTH, ConfigEditor, EntrySpec, comment_lines
+from testcurator.config.editor import COMMENT_WIDTH, ConfigEditor, EntrySpec, comment_lines, printable
 from testcurator.config.loader import load_config
 from testcurator.config.resolve import comment_above
 from testcurator.errors import ConfigError
@@ -198,3 +198,19 @@ def test_update_parses_the_config_once_per_state_of_its_text(human: Path, monkey
     assert len(loads) <= 2  # the text before the edit, and after it
     assert editor.save()
     assert reasons(human)["TestA::test_four"] == ("xfail_strict", "fails")
+
+
+@pytest.mark.parametrize(("reason", "written"), [
+    # torch.load's error, as a failure text carries it into a reason
+    ("UnpicklingError: Weights only load failed. \x1b[1mWeights only load failed\x1b[0m ...",
+     "UnpicklingError: Weights only load failed. Weights only load failed ..."),
+    ("bell \x07, delete \x7f, C1 \x9b, non-character \ufffe", "bell \\x07, delete \\x7f, C1 \\x9b, non-character \\ufffe"),
+    ("unicode stays: \u00e9 \u2192 \U0001f600", "unicode stays: \u00e9 \u2192 \U0001f600"),
+])
+def test_reasons_with_control_characters_load_back(tmp_path: Path, reason: str, written: str) -> None:
+    """A failure text with terminal colour codes made a whole emitted config unloadable."""
+    assert printable(reason) == written
+    editor = ConfigEditor.new(tmp_path / "c.yaml")
+    editor.update("a.py", [EntrySpec(("A::test_a",), "skip", reason)])
+    editor.save()
+    assert reasons(tmp_path / "c.yaml")["A::test_a"][1] == written
