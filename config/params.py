@@ -123,21 +123,66 @@ def parametrized_args(path: Path) -> dict[str, frozenset[str]]:
     return _parametrized_args(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def _decorator_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
-    """Names from ``@parametrize("a,b", ...)``; None when one is not a string literal."""
+def _parametrize_names(call: ast.expr) -> set[str] | None:
+    """``parametrize("a,b", ...)`` -> {a, b}; None when ``call`` is not a parametrize call
+    with a string literal first."""
+    if not isinstance(call, ast.Call) or not call.args:
+        return None
+    func = call.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    first = call.args[0]
+    if called not in PARAMETRIZE_DECORATORS or not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return None
+    return {n.strip() for n in first.value.split(",") if n.strip()}
+
+
+def _module_aliases(tree: ast.Module) -> dict[str, set[str]]:
+    """Module-level ``parametrize_x = parametrize("x", [...])``, applied as ``@parametrize_x``
+    (upstream test_subclass does this)."""
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names = _parametrize_names(node.value)
+            if names is not None:
+                out[node.targets[0].id] = names
+    return out
+
+
+def _decorator_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, set[str]]) -> set[str] | None:
+    """Names from ``@parametrize("a,b", ...)`` and module-level aliases of one; None when a
+    name list is computed, or a bare decorator is a name this file does not define as one
+    (it may be a parametrizer imported from elsewhere)."""
     names: set[str] = set()
     for deco in fn.decorator_list:
+        if isinstance(deco, ast.Name) and deco.id in aliases:
+            names |= aliases[deco.id]
+            continue
+        if isinstance(deco, (ast.Name, ast.Attribute)) and not _known_plain(deco):
+            return None
         if not isinstance(deco, ast.Call):
             continue
         func = deco.func
         called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if called not in PARAMETRIZE_DECORATORS or not deco.args:
             continue
-        first = deco.args[0]
-        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        found = _parametrize_names(deco)
+        if found is None:
             return None
-        names |= {n.strip() for n in first.value.split(",") if n.strip()}
+        names |= found
     return names
+
+
+# Bare decorators PyTorch's tests use that never parametrize (``@onlyCPU``, ``@skipMeta``,
+# ``@unittest.expectedFailure``...): with them the check stays exact.
+_PLAIN_PREFIXES = ("only", "skip", "slow", "expected", "serial", "large", "tf32", "with_", "requires",
+                   "set_default", "deviceCountAtLeast", "precision", "toleranceOverride", "xfail",
+                   "staticmethod", "classmethod", "property", "wraps", "torch_", "dtypes", "ops", "modules",
+                   "unMarkDynamoStrictTest", "markDynamoStrictTest", "pytorch_test")
+
+
+def _known_plain(deco: ast.expr) -> bool:
+    name = deco.id if isinstance(deco, ast.Name) else deco.attr if isinstance(deco, ast.Attribute) else ""
+    return name.startswith(_PLAIN_PREFIXES)
 
 
 @lru_cache(maxsize=64)
@@ -147,6 +192,7 @@ def _parametrized_args(path: str, mtime_ns: int, size: int) -> dict[str, frozens
     except (OSError, SyntaxError, ValueError):
         return {}
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    aliases = _module_aliases(tree)
 
     def tests(name: str, seen: frozenset[str] = frozenset()) -> dict[str, frozenset[str]]:
         node = classes.get(name)
@@ -158,8 +204,8 @@ def _parametrized_args(path: str, mtime_ns: int, size: int) -> dict[str, frozens
                 out.update(tests(base.id, seen | {name}))
         for fn in node.body:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("test"):
-                found = _decorator_args(fn)
-                if found is None:  # a computed name list: any argument of the function may be one
+                found = _decorator_args(fn, aliases)
+                if found is None:  # names it cannot read: any argument of the function may be one
                     found = {a.arg for a in fn.args.args[1:]}
                 out[fn.name] = frozenset(found)
         return out

@@ -94,6 +94,42 @@ def test_parametrized_args_read_from_the_source(tmp_path: Path) -> None:
     assert args["TestPool::test_plain"] == frozenset()
 
 
+# Upstream test_subclass names a parametrize once at module level and applies it bare;
+# a bare decorator this file does not define may come from elsewhere.
+ALIASED = """\
+from torch.testing._internal.common_utils import TestCase, parametrize
+from helpers import parametrize_shapes
+from torch.testing._internal.common_device_type import onlyCPU
+
+parametrize_cls = parametrize("tensor_cls", ["a", "b"])
+
+
+class TestAliased(TestCase):
+    @parametrize_cls
+    @parametrize("as_param", [False, True])
+    def test_deepcopy(self, tensor_cls, as_param):
+        pass
+
+    @onlyCPU
+    @parametrize_shapes
+    def test_imported(self, device, shape):
+        pass
+
+    @onlyCPU
+    @parametrize("k", [1])
+    def test_exact(self, device, k):
+        pass
+"""
+
+
+def test_parametrized_args_through_aliases(tmp_path: Path) -> None:
+    (tmp_path / "test_aliased.py").write_text(ALIASED)
+    args = parametrized_args(tmp_path / "test_aliased.py")
+    assert args["TestAliased::test_deepcopy"] == {"tensor_cls", "as_param"}
+    assert args["TestAliased::test_imported"] == {"device", "shape"}  # unreadable: the function's arguments
+    assert args["TestAliased::test_exact"] == {"k"}  # a plain decorator keeps the check exact
+
+
 def test_validate_reports_an_unknown_parameter_at_its_position(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "test_pool.py").write_text(PARAMETRIZED)
     cfg = tmp_path / "curate.yaml"
