@@ -42,17 +42,19 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def exec_run(out: Path, extra: list[str], env: dict[str, str], files: list[str]) -> tuple[float, dict[str, str]]:
+def exec_run(out: Path, extra: list[str], env: dict[str, str], files: list[str]) -> tuple[float, dict[str, str], int]:
     cmd = [str(BIN / "testcurator"), "exec", "--config", str(EX / "configs" / "example.yaml"), "--torch-root",
-           str(EX / "upstream"), "--profile", str(EX / "backend" / "backend.yaml"), "--out", str(out), "-q",
+           str(EX / "upstream"), "--backend", str(EX / "backend" / "backend.yaml"), "--out", str(out), "-q",
            "--state-dir", str(out.parent / "state"), *extra, *files]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
-    if proc.returncode != 0:
+    # 1 is a verdict, not a fault: example.yaml shows every config feature and is written for
+    # CPU, so on curatedev some of its mandatory tests fail (the same ones in every run).
+    if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    return wall, {r["nodeid"]: r["outcome"] for r in rows}
+    return wall, {r["nodeid"]: r["outcome"] for r in rows}, proc.returncode
 
 
 def start_head(temp: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -102,9 +104,10 @@ def main() -> None:
             os.killpg(head.pid, signal.SIGKILL)  # the head's session: only what it started
             head.wait()
             subprocess.run(["rm", "-rf", str(temp)], check=False)
-    base_wall, base = results[0][1], results[0][2]
-    print(f"{len(base)} tests; outcomes identical in every run: {all(r[2] == base for r in results)}")
-    for label, wall, _ in results:
+    base_wall, base, base_rc = results[0][1], results[0][2], results[0][3]
+    print(f"{len(base)} tests; outcomes identical in every run: {all(r[2] == base for r in results)}; "
+          f"exit codes identical: {all(r[3] == base_rc for r in results)} ({base_rc})")
+    for label, wall, _, _ in results:
         print(f"  {label:36s} {wall:7.1f} s   {wall / base_wall:5.2f}x local")
 
 
