@@ -17,6 +17,7 @@ from pathlib import Path
 from testcurator.config.levels import TreeProblem, level2, load_for_levels
 from testcurator.config.loader import ResolvedEntry, validate
 from testcurator.errors import Problem
+from testcurator.names import split_dtypes
 from testcurator.runner.collect import CollectedTest, collect_files
 
 
@@ -74,7 +75,7 @@ def _entry_notes(entries: Sequence[ResolvedEntry], generics: dict[str, list[Coll
             if edits is None:
                 continue
             ops = {t.op for t in inst}
-            dtypes = {t.dtype for t in inst}
+            dtypes = {member for t in inst for member in split_dtypes(t.dtype)}  # each member of a dtype pair
             notes += [f"{file_name}: op {r.name} of the edit on {name} has no instance here"
                       for r in (edits.ops.exclude if edits.ops else []) if r.name.replace(".", "_") not in ops]
             notes += [f"{file_name}: dtype {d.name} of the edit on {name} has no instance here (device-only?)"

@@ -125,3 +125,35 @@ def test_level_3_reports_a_file_that_does_not_collect(tmp_path: Path, capsys: py
     assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "2"]) == 0
     assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 2
     assert "test_skew.py does not collect: ImportError: cannot import name 'onlyOnCPUAndCUDA'" in capsys.readouterr().err
+
+
+PAIRS = textwrap.dedent(
+    '''
+    from itertools import product
+
+    import torch
+    from torch.testing._internal.common_utils import TestCase
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests, dtypes
+
+    class TestSegment(TestCase):
+        @dtypes(*product((torch.float64, torch.float32), (torch.int64,)))
+        def test_pair(self, device, dtypes):
+            pass
+
+    instantiate_device_type_tests(TestSegment, globals(), only_for="cpu")
+    '''
+)
+
+
+@pytest.mark.parametrize(("excluded", "noted"), [("float64", False), ("int64", False), ("int8", True)])
+def test_level_3_reads_each_member_of_a_dtype_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str], excluded: str,
+                                                   noted: bool) -> None:
+    """Upstream test_segment_reductions: its pairs' members were noted as absent."""
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_segment.py").write_text(PAIRS)
+    config = tmp_path / "c.yaml"
+    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/test_segment.py\n      tests:\n"
+                      "        - names: [TestSegment::test_pair]\n          mode: mandatory_success\n"
+                      f"          edits: {{dtypes: {{exclude: [{{name: {excluded}}}]}}}}\n")
+    assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 0
+    assert (f"dtype {excluded} of the edit on TestSegment::test_pair has no instance here" in capsys.readouterr().err) is noted
