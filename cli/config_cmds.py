@@ -26,7 +26,7 @@ def validate_cmd(paths: ConfigPaths, torch_root: TorchRoot = None, allow_outside
     files with pytest (no execution): files that do not collect, instantiated names.
     """
     root = torch_root.resolve() if torch_root else None
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # node ids, paths and Markdown rows stay whole
     notes: list[str] = []
     if level >= 3:
         from testcurator.pipelines.validate_tree import level3  # imports the runner: only when asked

@@ -42,7 +42,7 @@ def upgrade_cmd(
     from testcurator.pipelines.context import RunContext
     from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # node ids, paths and Markdown rows stay whole
     run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
@@ -80,7 +80,7 @@ def enable_op_cmd(
     """
     from testcurator.pipelines.enable_op import EnableOptions, enable_op
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # node ids, paths and Markdown rows stay whole
     result = enable_op(EnableOptions(op=op, config=config, state_dir=resolve_state_dir(state_dir),
                                      torch_root=torch_root, backend=backend, execute=execute, dry_run=dry_run,
                                      timeout=timeout, probe=probe), lambda message: console.print(message, markup=False))
