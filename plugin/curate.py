@@ -193,10 +193,15 @@ class CuratePlugin:
 
     def _record_stale(self, seen: dict[Path, set[str]]) -> None:
         # Only files that were collected can have stale entries; others are out of this run.
+        # Under --curate-only the tests it does not name are not even instantiated: not stale.
+        from testcurator.plugin.only import PLUGIN_NAME as ONLY
+
+        only = self.config.pluginmanager.get_plugin(ONLY)
         for file in self.loaded.files:
             if file.resolved_path not in seen:
                 continue
-            names = [n for e in file.entries for n in e.names if n not in seen[file.resolved_path]]
+            names = [n for e in file.entries for n in e.names if n not in seen[file.resolved_path]
+                     and (only is None or only.names(file.resolved_path, n))]
             if names:
                 self.summary.stale[str(file.resolved_path)] = sorted(names)
 

@@ -99,6 +99,10 @@ class OnlyPlugin:
         self._restore: list[tuple[Any, str, Any]] = []
         self._patched = False
 
+    def names(self, file: Path, name: str) -> bool:
+        """Whether FILE names test ``name`` (``Class::test``) of ``file``."""
+        return (str(file.resolve()), name) in self.wanted
+
     def pytest_collectstart(self, collector: pytest.Collector) -> None:
         # Before the first test module imports (test files bind the functions at import);
         # not at configure: an xdist controller never collects and need not import torch.

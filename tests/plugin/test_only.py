@@ -124,3 +124,21 @@ def test_narrowing_ends_with_the_session(pytester: pytest.Pytester) -> None:
     before = (common_device_type.instantiate_device_type_tests, common_utils.instantiate_parametrized_tests)
     run(pytester, ["TestPromo::test_add"]).assert_outcomes(passed=2, deselected=1)
     assert (common_device_type.instantiate_device_type_tests, common_utils.instantiate_parametrized_tests) == before
+
+
+def test_a_config_entry_not_named_is_not_stale(pytester: pytest.Pytester) -> None:
+    """Unnamed tests are not instantiated; the config's entries for them are not stale."""
+    pytester.makepyfile(test_promo=PROMO)
+    config = pytester.path / "curate.yaml"
+    config.write_text("test_suite_config:\n  files:\n    - path: test_promo.py\n      tests:\n"
+                      "        - names: [TestPromo::test_add, TestPromo::test_add_inplace]\n"
+                      "          mode: mandatory_success\n        - names: [TestPromo::test_gone]\n          mode: skip\n")
+    keys = write_keys(pytester.path / "only.tests", [TestKey.of("test_promo.py", n) for n in
+                                                     ("TestPromo::test_add", "TestPromo::test_gone")], pytester.path)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--curate-config", str(config),
+                                          "--curate-torch-root", str(pytester.path), "--curate-only", str(keys))
+    result.assert_outcomes(passed=2, deselected=1)
+    stale = [line for line in result.outlines if "stale" in line.lower()] + [
+        line for line in result.outlines if "TestPromo::test_" in line and "stale" not in line.lower()]
+    assert any("TestPromo::test_gone" in line for line in stale)  # named, and not in the tree: stale
+    assert not any("test_add_inplace" in line for line in stale)
