@@ -24,8 +24,8 @@ from testcurator.vocab import FAILING  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 TC = str(Path(sys.executable).with_name("testcurator"))
-# One cluster per module: all its tests on one xdist worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-cluster")]
+# One cluster per module: --dist loadfile (pyproject.toml) keeps its tests on one xdist worker.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from testcurator.vocab import FAILING
 from testcurator.runner.executors import Job, LocalExecutor, ShardFailedError, make_executor
 
 TC = str(Path(sys.executable).with_name("testcurator"))
-pytestmark = pytest.mark.xdist_group("shardrun")  # the module's runs are made once, on one worker
+# The module's runs are made once, on one worker (--dist loadfile, pyproject.toml).
 
 FILE_A = """
 import time
