@@ -123,15 +123,19 @@ def parametrized_args(path: Path) -> dict[str, frozenset[str]]:
     return _parametrized_args(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-def _parametrize_names(call: ast.expr) -> set[str] | None:
-    """``parametrize("a,b", ...)`` -> {a, b}; None when ``call`` is not a parametrize call
-    with a string literal first."""
-    if not isinstance(call, ast.Call) or not call.args:
-        return None
-    func = call.func
-    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+def _name_of(node: ast.expr) -> str:
+    """``parametrize`` of ``parametrize`` and of ``common_utils.parametrize``; else ""."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _is_parametrize(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and bool(node.args) and _name_of(node.func) in PARAMETRIZE_DECORATORS
+
+
+def _parametrize_names(call: ast.Call) -> set[str] | None:
+    """``parametrize("a,b", ...)`` -> {a, b}; None when the name list is computed."""
     first = call.args[0]
-    if called not in PARAMETRIZE_DECORATORS or not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
         return None
     return {n.strip() for n in first.value.split(",") if n.strip()}
 
@@ -141,11 +145,19 @@ def _module_aliases(tree: ast.Module) -> dict[str, set[str]]:
     (upstream test_subclass does this)."""
     out: dict[str, set[str]] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and _is_parametrize(node.value)):
             names = _parametrize_names(node.value)
             if names is not None:
                 out[node.targets[0].id] = names
     return out
+
+
+# Bare decorators PyTorch's tests use that never parametrize (``@onlyCPU``, ``@skipMeta``,
+# ``@unittest.expectedFailure``...): with them the check stays exact. Name prefixes.
+_PLAIN = re.compile(r"only|skip|slow|expected|serial|large|tf32|with_|requires|set_default|deviceCountAtLeast|"
+                    r"precision|toleranceOverride|xfail|staticmethod|classmethod|property|wraps|torch_|dtypes|"
+                    r"ops|modules|unMarkDynamoStrictTest|markDynamoStrictTest|pytorch_test")
 
 
 def _decorator_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, set[str]]) -> set[str] | None:
@@ -156,32 +168,14 @@ def _decorator_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[st
     for deco in fn.decorator_list:
         if isinstance(deco, ast.Name) and deco.id in aliases:
             names |= aliases[deco.id]
-            continue
-        if isinstance(deco, (ast.Name, ast.Attribute)) and not _known_plain(deco):
+        elif isinstance(deco, (ast.Name, ast.Attribute)) and not _PLAIN.match(_name_of(deco)):
             return None
-        if not isinstance(deco, ast.Call):
-            continue
-        func = deco.func
-        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if called not in PARAMETRIZE_DECORATORS or not deco.args:
-            continue
-        found = _parametrize_names(deco)
-        if found is None:
-            return None
-        names |= found
+        elif isinstance(deco, ast.Call) and _is_parametrize(deco):
+            found = _parametrize_names(deco)
+            if found is None:
+                return None
+            names |= found
     return names
-
-
-# Bare decorators PyTorch's tests use that never parametrize (``@onlyCPU``, ``@skipMeta``,
-# ``@unittest.expectedFailure``...): with them the check stays exact. Name prefixes.
-_PLAIN = re.compile(r"only|skip|slow|expected|serial|large|tf32|with_|requires|set_default|deviceCountAtLeast|"
-                    r"precision|toleranceOverride|xfail|staticmethod|classmethod|property|wraps|torch_|dtypes|"
-                    r"ops|modules|unMarkDynamoStrictTest|markDynamoStrictTest|pytorch_test")
-
-
-def _known_plain(deco: ast.expr) -> bool:
-    name = deco.id if isinstance(deco, ast.Name) else deco.attr if isinstance(deco, ast.Attribute) else ""
-    return _PLAIN.match(name) is not None
 
 
 @lru_cache(maxsize=64)
