@@ -210,8 +210,8 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
         # other tests at collection (the config would skip them one report at a time).
-        keep = ("--curate-only", str(write_keys(store.path(out, "delta.tests"), sorted(ctx.only_tests, key=str),
-                                                ctx.torch_root))) if ctx.only_tests else ()
+        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), ctx.only_tests, ctx.torch_root)))
+                if ctx.only_tests else ())
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)

@@ -200,8 +200,9 @@ class CuratePlugin:
         for file in self.loaded.files:
             if file.resolved_path not in seen:
                 continue
+            named = None if only is None else only.names_in(file.resolved_path)
             names = [n for e in file.entries for n in e.names if n not in seen[file.resolved_path]
-                     and (only is None or only.names(file.resolved_path, n))]
+                     and (named is None or n in named)]
             if names:
                 self.summary.stale[str(file.resolved_path)] = sorted(names)
 

@@ -37,16 +37,15 @@ from typing import IO, Any
 import pytest
 
 from testcurator.names import params_from
+from testcurator.plugin.optionset import first_time
 
 PLUGIN_NAME = "testcurator-events"
-_ADDED_FLAG = "_testcurator_events_options_added"
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     """Add ``--curate-events`` and ``--curate-timeout`` (once per parser)."""
-    if getattr(parser, _ADDED_FLAG, False):
+    if not first_time(parser, "events"):
         return
-    setattr(parser, _ADDED_FLAG, True)
     group.addoption("--curate-events", metavar="FILE", default=None,
                     help="write a JSONL event log per test (start before it runs, reports after)")
     group.addoption("--curate-timeout", metavar="SECONDS", type=float, default=None,

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from testcurator.plugin.optionset import first_time
+
 PLUGIN_NAME = "testcurator-labels"
 OUTPUT_KEY = "testcurator_labels"
-_ADDED_FLAG = "_testcurator_labels_options_added"
 UNLISTED = "(files the config does not list)"
 
 
@@ -31,9 +32,8 @@ def _labels(value: str) -> tuple[str, ...]:
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    if getattr(parser, _ADDED_FLAG, False):
+    if not first_time(parser, "labels"):
         return
-    setattr(parser, _ADDED_FLAG, True)
     group.addoption("--curate-labels", dest="curate_labels", type=_labels, default=None, metavar="LABEL[,LABEL]",
                     help="run only the tests of config files carrying one of these labels (config or file `labels:`)")
 

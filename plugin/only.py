@@ -19,33 +19,24 @@ not find it.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testcurator.plugin.optionset import existing_file, first_time
 from testcurator.vocab import TestKey, split_name
 
 PLUGIN_NAME = "testcurator-only"
-_ADDED_FLAG = "_testcurator_only_options_added"
-
-
-def _keys_file(value: str) -> Path:
-    path = Path(value)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"test list does not exist: {value}")
-    return path
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    if getattr(parser, _ADDED_FLAG, False):
+    if not first_time(parser, "only"):
         return
-    setattr(parser, _ADDED_FLAG, True)
-    group.addoption("--curate-only", dest="curate_only", type=_keys_file, default=None, metavar="FILE",
+    group.addoption("--curate-only", dest="curate_only", type=existing_file("test list"), default=None, metavar="FILE",
                     help="run only the tests FILE names (one path::Class::test a line; every instance of each), "
                          "deselect the rest")
 
@@ -67,10 +58,12 @@ def read_keys(path: Path, rootdir: Path) -> frozenset[tuple[str, str]]:
     return frozenset(keys)
 
 
-def write_keys(path: Path, keys: list[TestKey], root: Path) -> Path:
-    """A ``--curate-only`` file for ``keys`` (files relative to ``root``), absolute paths."""
+def write_keys(path: Path, keys: Iterable[TestKey], root: Path) -> Path:
+    """A ``--curate-only`` file for ``keys`` (files relative to ``root``), absolute paths, in
+    key order (the same keys give the same file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{TestKey.of(str((root / k.file).resolve()), k.name)}\n" for k in keys), encoding="utf-8")
+    path.write_text("".join(f"{TestKey.of(str((root / k.file).resolve()), k.name)}\n" for k in sorted(keys, key=str)),
+                    encoding="utf-8")
     return path
 
 
@@ -96,12 +89,15 @@ def narrowed(instantiate: Callable[..., Any], names: frozenset[str]) -> Callable
 class OnlyPlugin:
     def __init__(self, wanted: frozenset[tuple[str, str]]) -> None:
         self.wanted = wanted
+        self._by_file: dict[str, set[str]] = {}
+        for file, name in wanted:
+            self._by_file.setdefault(file, set()).add(name)
         self._restore: list[tuple[Any, str, Any]] = []
         self._patched = False
 
-    def names(self, file: Path, name: str) -> bool:
-        """Whether FILE names test ``name`` (``Class::test``) of ``file``."""
-        return (str(file.resolve()), name) in self.wanted
+    def names_in(self, file: Path) -> frozenset[str]:
+        """The tests (``Class::test``) of ``file`` that FILE names."""
+        return frozenset(self._by_file.get(str(file.resolve()), ()))
 
     def pytest_collectstart(self, collector: pytest.Collector) -> None:
         # Before the first test module imports (test files bind the functions at import);

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from testcurator.errors import BadInputError
+from testcurator.plugin.optionset import existing_file, first_time
 from testcurator.sharding import ShardRef, Shard, split
 
 PLUGIN_NAME = "testcurator-shard"
-_ADDED_FLAG = "_testcurator_shard_options_added"
 
 
 def _shard_ref(value: str) -> ShardRef:
@@ -32,20 +32,12 @@ def _shard_ref(value: str) -> ShardRef:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _durations_file(value: str) -> Path:
-    path = Path(value)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"durations file does not exist: {value}")
-    return path
-
-
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    if getattr(parser, _ADDED_FLAG, False):
+    if not first_time(parser, "shard"):
         return
-    setattr(parser, _ADDED_FLAG, True)
     group.addoption("--curate-shard", dest="curate_shard", type=_shard_ref, default=None, metavar="K/N",
                     help="run only shard K of N, split by duration (skipped tests cost nothing)")
-    group.addoption("--curate-durations", dest="curate_durations", type=_durations_file, default=None,
+    group.addoption("--curate-durations", dest="curate_durations", type=existing_file("durations file"), default=None,
                     metavar="FILE", help="test durations for --curate-shard (pytest-split's .test_durations JSON)")
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from testcurator.plugin.optionset import first_time
 from testcurator.tiers import TIERS, read_l1_keys, tier_key
 
 PLUGIN_NAME = "testcurator-tiers"
-_ADDED_FLAG = "_testcurator_tier_options_added"
 
 
 def _tier(value: str) -> str:
@@ -28,9 +28,8 @@ def _tier(value: str) -> str:
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
-    if getattr(parser, _ADDED_FLAG, False):
+    if not first_time(parser, "tier"):
         return
-    setattr(parser, _ADDED_FLAG, True)
     group.addoption("--curate-tier", dest="curate_tier", type=_tier, default=None, metavar="TIER",
                     help="L1 (the tiers file's instances), L2 (the config, default) or L3 (held-back tests as probes)")
     group.addoption("--curate-tier-file", dest="curate_tier_file", default=None, metavar="FILE",
