@@ -127,6 +127,6 @@ def probe_exclusion_note(record: Decision) -> str:
     kept = [f"{dim} {value}" for dim, value in made if dim in _FIELDS and value in getattr(record, _FIELDS[dim])]
     if not kept:
         return ""
-    calls = [line.removeprefix("probe: ").split(" ", 1)[0] for line in record.evidence if line.startswith("probe: aten")]
+    calls = [line.removeprefix(NOTE).split(" ", 1)[0] for line in record.evidence if line.startswith(f"{NOTE}aten")]
     found = f" ({names(calls, 3)} failing on the device)" if calls else ""
     return f" The probe excluded {', '.join(kept)} before execution{found}."

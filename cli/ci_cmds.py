@@ -40,7 +40,8 @@ def github_cmd(
     from testcurator.pipelines.ci_github import WorkflowOptions, render_github_workflow
 
     profile, _ = load_profile(backend, check_paths=False)
-    opts = WorkflowOptions(shards=shards, config_dir=config_dir, profile_path=_in_repository(backend), runs_on=tuple(runs_on or ()), event_type=event_type,
+    opts = WorkflowOptions(shards=shards, config_dir=config_dir, profile_path=_in_repository(backend),
+                           runs_on=tuple(runs_on or ()), event_type=event_type,
                            branches=branches, label=label, cron=cron, testcurator_requirement=requirement,
                            dispatch_labels=dispatch_labels, schedule_labels=schedule_labels)
     atomic_write_text(out, render_github_workflow(profile, opts))

@@ -27,7 +27,7 @@ from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.probe import overturned
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.records import TestRecord, read_jsonl
-from testcurator.vocab import HELD_BACK_MODES, MODES
+from testcurator.vocab import HELD_BACK_MODES, MODES, TestKey
 
 STAGE_ORDER = ("scope", "memory", "probe", "bucket", "refine", "emit", "verify", "report")
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
@@ -47,7 +47,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     for rel in files:
         decisions = store.read_decisions(stage, rel) or []
         if stage == "refine":
-            overruled += [f"{rel}::{d.test}" for d in overturned(store.read_decisions("bucket", rel) or [], decisions)]
+            overruled += [str(TestKey.of(rel, d.test)) for d in overturned(store.read_decisions("bucket", rel) or [], decisions)]
         per_file[rel] = {m: n for m, n in Counter(d.mode for d in decisions).items()}
         brains.update(d.brain for d in decisions)
         review += [{"file": rel, "test": d.test, "mode": d.mode, "reason": d.reason, "missing": list(d.missing)}
@@ -158,7 +158,7 @@ def held_back(configs: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str
     for rel, entries in configs.items():
         for test, mode, reason in entries:
             if mode in groups:
-                groups[mode][reason].append(f"{rel}::{test}")
+                groups[mode][reason].append(str(TestKey.of(rel, test)))
     return {mode: _ranked(by_reason) for mode, by_reason in groups.items() if by_reason}
 
 
