@@ -192,6 +192,16 @@ def identify(cls: type, attr_name: str, fn: Callable[..., Any] | None = None) ->
     return TestIdentity(cls=gcls, test=gtest, **fields)
 
 
+def generic_classes(cls: type) -> frozenset[str]:
+    """The class names :func:`identify` can give the tests of ``cls``: a device-generic class
+    loses its device suffix; a plain one keeps its name, or loses a device-like suffix when
+    a test's name is read from the string (no generic function behind it)."""
+    device_type = getattr(cls, "device_type", None)
+    devices = _devices_for(device_type)
+    return frozenset({split_device_class(cls.__name__, devices if device_type else ())[0],
+                      split_device_class(cls.__name__, devices)[0]})
+
+
 def _devices_for(device_type: str | None) -> tuple[str, ...]:
     return (str(device_type),) + KNOWN_DEVICES if device_type else KNOWN_DEVICES
 

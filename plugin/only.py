@@ -14,7 +14,9 @@ class loses its test functions whose name no line of FILE has (in any class, any
 subclass elsewhere inherits them). A changed test in ``test_ops.py`` then costs its own
 instances, not the tens of thousands of the file's others; deselection still decides, by
 identity, among what is left. A kept test that calls another test function by name would
-not find it.
+not find it. A module-level class none of whose tests FILE names (for that file) is not
+collected at all: collecting a PyTorch ``TestCase`` class scans its hundreds of inherited
+attributes for fixtures, which was a third of a delta run's collection on a generated tree.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from testcurator.names import generic_classes
 from testcurator.plugin.optionset import existing_file, first_time
 from testcurator.vocab import TestKey, split_name
 
@@ -92,6 +95,7 @@ class OnlyPlugin:
         self._by_file: dict[str, set[str]] = {}
         for file, name in wanted:
             self._by_file.setdefault(file, set()).add(name)
+        self._classes = {file: {split_name(name)[0] for name in names} for file, names in self._by_file.items()}
         self._restore: list[tuple[Any, str, Any]] = []
         self._patched = False
 
@@ -114,6 +118,14 @@ class OnlyPlugin:
             original = getattr(module, function)
             self._restore.append((module, function, original))
             setattr(module, function, narrowed(original, names))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector: pytest.Collector, name: str, obj: object) -> list[Any] | None:
+        """No collection at all for a module's test class whose tests FILE does not name."""
+        if not (isinstance(collector, pytest.Module) and inspect.isclass(obj)):
+            return None
+        wanted = self._classes.get(str(collector.path.resolve()), set())
+        return None if generic_classes(obj) & wanted else []
 
     def pytest_unconfigure(self) -> None:
         for module, function, original in self._restore:

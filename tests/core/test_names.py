@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from testcurator.names import TestIdentity, identify, instantiated_hint, is_generic_name, parse_name
+from testcurator.names import TestIdentity, generic_classes, identify, instantiated_hint, is_generic_name, parse_name
 
 FIXTURE = textwrap.dedent(
     """
@@ -153,3 +153,14 @@ def test_generic_name_forms(name: str, generic: bool, hint: str | None) -> None:
 )
 def test_instantiated_hint_uses_what_is_known(name: str, known: tuple[str, ...], variants: tuple[str, ...], hint: str | None) -> None:
     assert instantiated_hint(name, known_tests=known, variant_names=variants) == hint
+
+
+@pytest.mark.parametrize(("name", "device_type", "expected"), [
+    ("TestFooCPU", "cpu", {"TestFoo"}),  # instantiated by instantiate_device_type_tests
+    ("TestFooCURATEDEV", "curatedev", {"TestFoo"}),  # a backend's own device
+    ("TestFooCPU", None, {"TestFooCPU", "TestFoo"}),  # a plain class: either reading of its name
+    ("TestBar", None, {"TestBar"}),
+])
+def test_generic_classes(name: str, device_type: str | None, expected: set[str]) -> None:
+    cls = type(name, (), {} if device_type is None else {"device_type": device_type})
+    assert generic_classes(cls) == expected

@@ -142,3 +142,43 @@ def test_a_config_entry_not_named_is_not_stale(pytester: pytest.Pytester) -> Non
         line for line in result.outlines if "TestPromo::test_" in line and "stale" not in line.lower()]
     assert any("TestPromo::test_gone" in line for line in stale)  # named, and not in the tree: stale
     assert not any("test_add_inplace" in line for line in stale)
+
+
+# Classes none of whose tests is named are not collected at all (not even to be deselected):
+# a PyTorch TestCase class costs a scan of its inherited attributes at collection.
+CLASSES = """\
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestKept(TestCase):
+    def test_a(self):
+        pass
+
+    def test_b(self):
+        pass
+
+
+class TestOther(TestCase):
+    def test_a(self):
+        pass
+
+
+class TestPlain:
+    def test_c(self):
+        pass
+"""
+
+
+@pytest.mark.parametrize(("names", "passed", "deselected"), [
+    (["TestKept::test_a"], ["TestKept::test_a"], 1),  # TestKept::test_b; TestOther's test_a is not collected
+    (["TestPlain::test_c"], ["TestPlain::test_c"], 0),
+    (["TestOther::test_a", "TestKept::test_b"], ["TestKept::test_b", "TestOther::test_a"], 1),
+])
+def test_classes_with_no_named_test_are_not_collected(pytester: pytest.Pytester, names: list[str],
+                                                      passed: list[str], deselected: int) -> None:
+    pytester.makepyfile(test_classes=CLASSES)
+    keys = write_keys(pytester.path / "only.tests", [TestKey.of("test_classes.py", n) for n in names], pytester.path)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--curate-only", str(keys), "-v")
+    result.assert_outcomes(passed=len(passed), deselected=deselected)
+    assert sorted(line.split(" ")[0] for line in result.outlines if " PASSED" in line) == [
+        f"test_classes.py::{p}" for p in passed]
