@@ -75,7 +75,7 @@ def write_llm_summaries(brain: Summarizer, state_dir: Path, root: Path, files: S
 def drop_llm_summaries(state_dir: Path, *, embed: bool) -> int:
     """Back to the offline summaries everywhere; returns how many were dropped."""
     with Memory.open(state_dir) as memory:
-        hashes = sorted({t.content_hash for t in memory.tests() if t.summary_author.startswith(AUTHOR_PREFIX)})
+        hashes = memory.store.summary_hashes(AUTHOR_PREFIX)
         memory.drop_summaries(hashes)
         if embed:
             reembed(state_dir, memory.store, hashes)

@@ -9,7 +9,9 @@ far (:func:`plan_targets`): whole files for a full capture (a job imports and co
 only its files, instead of every job collecting the whole tree and keeping 1/N), exact
 node ids for a delta (``testcurator upgrade``: only the changed tests' instances, from the
 static map) or whole files with a selection (``extra``). Targets reach pytest through an ``@argsfile`` (no OS argument limit). A
-capture shard runs on the reference device, so on Ray it asks for CPUs only.
+capture shard runs on the reference device, so on Ray it asks for CPUs only. A one-shard
+capture on the local executor may run in a pytest started ahead (``runner/warm.py``:
+an upgrade starts it while it compares the trees).
 
 Test failures are evidence, not errors, and so is a pytest that dies part way (a test
 that segfaults on CPU): what it wrote is kept. A shard whose pytest did not do its job
@@ -33,6 +35,7 @@ from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
 from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pass_fault
 from testcurator.runner.records import TestRecord
+from testcurator.runner.warm import WarmPytest
 from testcurator.sharding import file_of, least_duration
 
 CAPTURE_TIMEOUT = 120.0
@@ -47,6 +50,8 @@ class CaptureJob:
     workers: int = 1
     extra: tuple[str, ...] = ()  # more pytest options (a delta's selection)
     timeout: float = CAPTURE_TIMEOUT
+    # A pytest started ahead, used when it fits (local executor only: it is not picklable).
+    warm: WarmPytest | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,11 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         cmd += ["-n", str(job.workers)]
     argsfile = job.work / "targets.args"
     argsfile.write_text("".join(f"{t}\n" for t in job.targets), encoding="utf-8")
-    returncode = run_logged([*cmd, *job.extra, f"@{argsfile}"], cwd=job.torch_root, env=reference_env(), log=job.work / "capture.log")
+    argv, env, log = [*cmd, *job.extra, f"@{argsfile}"], reference_env(), job.work / "capture.log"
+    if job.warm is not None and job.warm.fits(argv, job.torch_root, env):
+        returncode = job.warm.run(argv, log)
+    else:
+        returncode = run_logged(argv, cwd=job.torch_root, env=env, log=log)
     parts = sorted(job.work.glob(part.name + "*"))
     scan = scan_events(events)
     if not scan.clean(returncode):
@@ -199,17 +208,20 @@ def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int
 def run_capture(
     torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
     shards: int = 1, workers: int = 1, extra: Sequence[str] = (), collect_errors: dict[str, str] | None = None,
+    warm: WarmPytest | None = None,
 ) -> bool:
     """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
     nothing was captured. ``extra``: pytest options every job gets. ``collect_errors``, when
-    given, receives the files that did not import (file -> pytest's error text).
+    given, receives the files that did not import (file -> pytest's error text). ``warm``: a
+    pytest started ahead that a single local job runs in when it fits.
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
         known = store.known_for("cpu") if shards > 1 else {}
         plan = plan_targets(targets, known, shards)
+        warm = warm if len(plan) == 1 and executor.name == "local" else None
         jobs = [Job(label, capture_shard, CaptureJob(torch_root, part, work / f"{k}-of-{len(plan)}", label, workers,
-                                                    tuple(extra)))
+                                                    tuple(extra), warm=warm))
                 for k, part in enumerate(plan, start=1)
                 for label in [f"capture shard {k}/{len(plan)}" if len(plan) > 1 else "op capture"]]
         outputs = executor.run(jobs)

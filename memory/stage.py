@@ -48,6 +48,7 @@ from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
+from testcurator.runner.warm import WarmPytest
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.vocab import TestKey
 
@@ -164,11 +165,13 @@ def _figures(stats: BuildStats, captured: bool) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CaptureRun:
-    """How the CPU capture runs: on which executor, in how many shards, with how many workers."""
+    """How the CPU capture runs: on which executor, in how many shards, with how many
+    workers, and whether in a pytest started ahead (a delta run's: ``runner/warm.py``)."""
 
     executor: Executor
     shards: int = 1
     workers: int = 1
+    warm: WarmPytest | None = None
 
 
 def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path, work: Path, embed: bool,
@@ -233,7 +236,7 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
         texts: dict[str, str] = {}
         captured = run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,
                                executor=run.executor, shards=run.shards, workers=run.workers, extra=selection,
-                               collect_errors=texts)
+                               collect_errors=texts, warm=run.warm)
         errors = dict(sorted((rel, error_line(text)) for rel, text in texts.items()))
         if not captured and not all(key.file in errors for key in only if key.file in files):
             raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture'}/*/capture.log")

@@ -223,6 +223,26 @@ class MemoryStore:
         return [_stored_test(row) for row in self._conn.execute(sql, params)]
 
     @_guarded
+    def test_hashes(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """(path, generic, content hash, decorator names) of every test: what comparing two
+        trees needs, without building every test's record."""
+        rows = self._conn.execute("SELECT path, generic, content_hash, decorators FROM tests")
+        return [(r[0], r[1], r[2], tuple(d["name"] for d in json.loads(r[3]))) for r in rows]
+
+    @_guarded
+    def generic_names(self) -> set[str]:
+        """The generic ``Class::test`` name of every test."""
+        return {r[0] for r in self._conn.execute("SELECT DISTINCT generic FROM tests")}
+
+    @_guarded
+    def summary_hashes(self, author_prefix: str) -> list[str]:
+        """Content hashes of current tests whose summary an author named ``author_prefix``... wrote, sorted."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT s.content_hash FROM summaries s JOIN tests t ON t.content_hash = s.content_hash "
+            "WHERE substr(s.author, 1, ?) = ? ORDER BY s.content_hash", (len(author_prefix), author_prefix))
+        return [r[0] for r in rows]
+
+    @_guarded
     def instantiations(self, path: str) -> list[dict[str, Any]]:
         rows = self._conn.execute(
             "SELECT cls, kind, line, only_for, except_for FROM instantiations WHERE path = ? ORDER BY line", (path,))

@@ -19,6 +19,7 @@ from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError, MissingPathError
 from testcurator.memory.stage import delta_files
+from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
 Say = Callable[[str], None]
@@ -61,6 +62,10 @@ class RunContext:
     recheck_files: frozenset[str] = _field(
         "Delta mode: files collected to see whether they still import although none of their tests is "
         "re-evaluated (their source changed); one that does not is skipped as a whole.", default=frozenset())
+    warm: WarmPytest | None = _field(
+        "Delta mode: a pytest started ahead for the op capture (runner/warm.py), which testcurator upgrade "
+        "starts while it compares the trees; None: every pytest starts when it is needed.",
+        default=None, compare=False)
     scope: tuple[FileDecision, ...] | None = _field(
         "Scope decisions made before the graph (testcurator upgrade decides scope to compute its "
         "delta); None: the scope node asks the brain.", default=None)

@@ -105,7 +105,7 @@ def brain_context(ctx: RunContext, store: RunStore) -> BrainContext:
     def load() -> frozenset[str]:
         known = {k.name for k in _evidence(store)}
         with Memory.open(ctx.state_dir) as memory:
-            known.update(t.generic for t in memory.tests())
+            known.update(memory.store.generic_names())
         return frozenset(known)
 
     key = (_stamp(store.path(EVIDENCE)), _stamp(memory_db_path(ctx.state_dir)))

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import BrainContext
+from testcurator.agents.decision import FileDecision
 from testcurator.agents.scope import kept_files, scope_tree
 from testcurator.config.loader import load_config
 from testcurator.errors import MissingPathError
 from testcurator.files import atomic_write_text
 from testcurator.memory.api import Memory
 from testcurator.memory.builder import build
-from testcurator.memory.store import StoredTest
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.emit import file_decisions
 from testcurator.pipelines.run import run_nightly
@@ -42,6 +42,8 @@ from testcurator.pipelines.steps import not_importing
 from testcurator.pipelines.store import RunStore
 from testcurator.pipelines.upgrade_config import CarryResult, carry_over, copy_configs
 from testcurator.pipelines.upgrade_delta import TestDelta, classify
+from testcurator.runner.command import reference_env
+from testcurator.runner.warm import WarmPytest, torch_test_modules
 from testcurator.vocab import TestKey
 
 
@@ -69,8 +71,9 @@ def opinfo_digest(root: Path) -> str | None:
     return digest.hexdigest()[:16] if found else None
 
 
-def hashes(root: Path, files: Sequence[str], state_dir: Path) -> dict[str, str]:
-    """``file::generic`` -> content hash for the tests of ``files`` (index only, no embeddings).
+def hashes(root: Path, files: Sequence[str], state_dir: Path, jobs: int | None = None) -> dict[str, str]:
+    """``file::generic`` -> content hash for the tests of ``files`` (index only, no embeddings;
+    ``jobs``: parsing processes, None for the builder's choice).
 
     An ``@ops`` test's hash also covers the tree's op_db when the tree has one: between two
     PyTorch releases the same test source instantiates other ops, so it is "changed".
@@ -78,16 +81,16 @@ def hashes(root: Path, files: Sequence[str], state_dir: Path) -> dict[str, str]:
     present = [f for f in files if (root / f).is_file()]
     if not present:
         return {}
-    build(root, present, state_dir, embed=False)
+    build(root, present, state_dir, embed=False, jobs=jobs)
     opinfo = opinfo_digest(root)
     with Memory.open(state_dir) as memory:
         wanted = set(present)
-        return {str(TestKey.of(t.path, t.generic)): t.content_hash + (f"+ops:{opinfo}" if opinfo and _is_ops(t) else "")
-                for t in memory.tests() if t.path in wanted}
+        return {str(TestKey.of(path, generic)): content + (f"+ops:{opinfo}" if opinfo and _is_ops(decorators) else "")
+                for path, generic, content, decorators in memory.store.test_hashes() if path in wanted}
 
 
-def _is_ops(test: StoredTest) -> bool:
-    return any(d.short == "ops" for d in test.decorators)
+def _is_ops(decorators: Sequence[str]) -> bool:
+    return any(name.rsplit(".", 1)[-1] == "ops" for name in decorators)
 
 
 def _config_files(config: Path, root: Path) -> list[str]:
@@ -125,13 +128,14 @@ class ImportChecks:
                 "rechecked": len(self.recheck)}
 
 
-def import_checks(opts: UpgradeOptions, files: Sequence[str], new: dict[str, str]) -> ImportChecks:
-    """Which files the delta run must collect beyond its tests' files, and which tests of
-    files that did not import before it evaluates (each file is decided again: it may import now)."""
+def import_checks(opts: UpgradeOptions, files: Sequence[str], new: dict[str, str], changed: Sequence[str]) -> ImportChecks:
+    """Which files the delta run must collect beyond its tests' files (``changed``: those
+    whose source changed), and which tests of files that did not import before it evaluates
+    (each file is decided again: it may import now)."""
     before = file_decisions(opts.config)
     kept = set(files)
     reimport = frozenset(k for k in new if TestKey.parse(k).file in before and TestKey.parse(k).file in kept)
-    return ImportChecks(before, tuple(changed_sources(opts.old_root.resolve(), opts.run.torch_root, files)), reimport)
+    return ImportChecks(before, tuple(changed), reimport)
 
 
 def _import_errors(state: dict[str, Any] | None) -> dict[str, str]:
@@ -189,35 +193,67 @@ def _markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Lap:
+    """Seconds of each phase, each from the end of the one before."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        self.timings[phase] = time.perf_counter() - self._start
+        self._start = time.perf_counter()
+
+
+def warm_capture(opts: UpgradeOptions, files: Sequence[str], changed: Sequence[str]) -> WarmPytest | None:
+    """The delta run's capture pytest, started now so that its imports (torch and the test
+    machinery the changed and added files import) overlap the comparison of the trees; None
+    where the capture would not run in it (no capture, more than one job or worker, another
+    executor)."""
+    ctx = opts.run
+    if not (ctx.capture_ops and ctx.executor == "local" and ctx.shards == 1 and ctx.workers == 1):
+        return None
+    old_root = opts.old_root.resolve()
+    new = set(changed) | {f for f in files if not (old_root / f).is_file()}
+    return WarmPytest(ctx.torch_root, reference_env(), torch_test_modules(ctx.torch_root / f for f in sorted(new)))
+
+
 def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
     """Delta, carry-over, delta run, report; returns the report's data (``timings_s``: the
     seconds of each phase; the delta run's own stages are in its report.json)."""
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-
-    def lap(phase: str) -> None:
-        nonlocal start
-        timings[phase] = time.perf_counter() - start
-        start = time.perf_counter()
-
+    lap = Lap()
     if not opts.old_root.is_dir():
         raise MissingPathError(opts.old_root, "old torch root")
     if not opts.config.exists():
         raise MissingPathError(opts.config, "config directory")
-    ctx, say = opts.run, opts.run.say
+    ctx = opts.run
     scope = scope_tree(ctx.torch_root, ctx.brain, BrainContext(ctx.backend, frozenset(), ctx.torch_root))
     files = kept_files(ctx.torch_root, scope)
+    changed = changed_sources(opts.old_root.resolve(), ctx.torch_root, files)
+    warm = warm_capture(opts, files, changed)
+    try:
+        return _upgrade(opts, scope, files, changed, warm, lap)
+    finally:
+        if warm is not None:
+            warm.close()
+
+
+def _upgrade(opts: UpgradeOptions, scope: list[FileDecision], files: list[str], changed: list[str],
+             warm: WarmPytest | None, lap: Lap) -> dict[str, Any]:
+    ctx, say = opts.run, opts.run.say
     old_files = sorted(set(_config_files(opts.config, opts.old_root.resolve())) | set(files))
     # The old tree first, in the run's own memory: after the full run that curated it, that
     # memory holds its index, so this is a hash check per file instead of a parse of the whole
     # old tree; the new tree then re-parses only the files that differ.
     old = hashes(opts.old_root.resolve(), old_files, ctx.state_dir)
-    new = hashes(ctx.torch_root, files, ctx.state_dir)
+    # While the warm pytest imports on one core, parsing here beats a process pool that
+    # spawns and imports its own workers on the same cores (3.9 against 5.1 s at 300 files).
+    new = hashes(ctx.torch_root, files, ctx.state_dir, jobs=1 if warm is not None else None)
     delta = classify(old, new)
     c = delta.summary()
     say(f"delta: {c['changed']} changed, {c['added']} added, {c['moved']} moved/renamed, {c['removed']} removed, "
         f"{c['unchanged']} unchanged")
-    checks = import_checks(opts, files, new)
+    checks = import_checks(opts, files, new, changed)
     lap("delta")
     copy_configs(opts.config, ctx.configs_dir)
     carried = carry_over(ctx.configs_dir, ctx.torch_root, ctx.profile, delta)
@@ -228,10 +264,10 @@ def run_upgrade(opts: UpgradeOptions) -> dict[str, Any]:
         # The scope just decided goes to the graph in the context; the delta run skips the brain.
         # Its capture also collects the files whose source changed: one may have stopped importing.
         delta_ctx = dataclasses.replace(ctx, only_tests=frozenset(TestKey.parse(k) for k in evaluate),
-                                        recheck_files=frozenset(checks.recheck), scope=tuple(scope))
+                                        recheck_files=frozenset(checks.recheck), scope=tuple(scope), warm=warm)
         state = run_nightly(delta_ctx)
     lap("delta run")
     imports = checks.summary(_import_errors(state), files)
-    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), timings, len(evaluate), imports)
+    data = _report(opts, delta, carried, state, ctx.brain.usage.as_dict(), lap.timings, len(evaluate), imports)
     say(f"upgrade: {data['evaluated']}; report {ctx.out_dir / 'upgrade.md'}")
     return data

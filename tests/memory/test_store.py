@@ -56,6 +56,22 @@ def test_written_summary_wins_and_is_pruned(tmp_path: Path) -> None:
         assert store.prune_summaries() == 1
 
 
+def test_the_light_queries_agree_with_the_records(tmp_path: Path) -> None:
+    """What comparing trees, the rails and dropping LLM summaries read without whole records."""
+    with MemoryStore.open(tmp_path / "m.sqlite") as store:
+        _fill(store)
+        _fill(store, "test/test_c.py", b"class TestC(TestCase):\n    def test_c(self): pass\n")
+        tests = store.tests()
+        assert sorted(store.test_hashes()) == sorted(
+            (t.path, t.generic, t.content_hash, tuple(d.name for d in t.decorators)) for t in tests)
+        assert store.generic_names() == {"TestA::test_a", "TestB::test_a", "TestC::test_c"}
+        a, c = tests[0].content_hash, tests[-1].content_hash
+        store.set_summary(a, "LLM words", "llm:model-x")
+        store.set_summary(c, "a person's words", "human")
+        store.set_summary("0" * 16, "orphan", "llm:model-x")  # no test has this hash
+        assert store.summary_hashes("llm:") == [a]
+
+
 def test_reopen_keeps_data(tmp_path: Path) -> None:
     db = tmp_path / "m.sqlite"
     with MemoryStore.open(db) as store:

@@ -19,6 +19,7 @@ import pytest
 from testcurator.cli.main import main
 from testcurator.config.loader import load_config
 from testcurator.pipelines.emit import FILE_DECISION, load_sidecar
+from testcurator.runner.warm import WarmPytest
 
 # Our own file in PyTorch's style (device-generic); beside it the small tree's plain TestCase file.
 PROMO = '''\
@@ -157,7 +158,8 @@ def test_a_file_that_imports_again_is_bucketed_like_any_other(chain: Chain) -> N
 
 
 
-def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path, kit: ModuleType) -> None:
+def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path, kit: ModuleType,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # test_add_promotes changes; test_add_promotes_twice shares its prefix (``-k`` kept it).
     twice = PROMO.replace("    def test_mul_scalar", "    @dtypes(torch.float32)\n"
                           "    def test_add_promotes_twice(self, device, dtype):\n"
@@ -169,10 +171,20 @@ def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path, k
     state = tmp_path / "state"
     assert main(["run", "--torch-root", str(old), "--backend", str(kit.EXAMPLE_BACKEND), "--out", str(tmp_path / "first"),
                  "--state-dir", str(state), "--no-embed", "--no-capture-ops", "--no-execute"]) == 0
+    warm_runs: list[list[str]] = []
+    original = WarmPytest.run
+
+    def run(self: WarmPytest, argv: list[str], log: Path) -> int:
+        warm_runs.append(list(argv))
+        return original(self, argv, log)
+
+    monkeypatch.setattr(WarmPytest, "run", run)
     rc = main(["upgrade", "--old-root", str(old), "--new-root", str(new), "--config", str(tmp_path / "first" / "configs"),
                "--out", str(tmp_path / "up"), "--backend", str(kit.EXAMPLE_BACKEND), "--state-dir", str(state),
                "--no-embed"])
     assert rc == 0
+    # The capture ran in the pytest the upgrade started while it compared the trees.
+    assert len(warm_runs) == 1 and any(a.startswith("--curate-capture-ops=") for a in warm_runs[0])
     data = json.loads((tmp_path / "up" / "upgrade.json").read_text(encoding="utf-8"))
     assert data["changed"] == [f"{A}::TestPromo::test_add_promotes"] and data["executed"]
     (run,) = (state / "runs").glob("upgrade-*")
