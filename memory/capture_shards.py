@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
-from testcurator.runner.command import pytest_argv, reference_env, run_logged
+from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor, Job
@@ -82,7 +82,8 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
         cmd += ["-n", str(job.workers)]
     argsfile = job.work / "targets.args"
     argsfile.write_text("".join(f"{t}\n" for t in job.targets), encoding="utf-8")
-    argv, env, log = [*cmd, *job.extra, f"@{argsfile}"], reference_env(), job.work / "capture.log"
+    argv = [*cmd, *tree_options(job.torch_root, job.work), *job.extra, f"@{argsfile}"]
+    env, log = reference_env(), job.work / "capture.log"
     if job.warm is not None and job.warm.fits(argv, job.torch_root, env):
         returncode = job.warm.run(argv, log)
     else:

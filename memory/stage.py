@@ -45,7 +45,7 @@ from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.only import write_keys
 from testcurator.plugin.oprecord import OpRecord, read_records
-from testcurator.runner.command import pytest_argv, reference_env, run_logged
+from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
 from testcurator.runner.warm import WarmPytest
@@ -70,7 +70,7 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     # --assert=plain: nothing runs, so rewriting asserts (parse and compile each module again) is waste.
     argv = pytest_argv("-q", "--collect-only", "--assert=plain", "--continue-on-collection-errors",
                        f"--curate-capture-ops={tmp}",
-                       f"--curate-events={events}", *files)
+                       f"--curate-events={events}", *tree_options(torch_root, out.parent), *files)
     returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
@@ -240,9 +240,18 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
         errors = dict(sorted((rel, error_line(text)) for rel, text in texts.items()))
         if not captured and not all(key.file in errors for key in only if key.file in files):
             raise ExecutionError(f"the delta's op capture wrote nothing; see {work / 'capture'}/*/capture.log")
-        # Only the delta's own records: the others were skipped and must not replace what
-        # the last full run captured for them.
-        _write_records(cache, _in_delta(read_capture([everything]), only))
+        # --curate-only ran the delta's instances and nothing else: a record that names no
+        # delta test means its node id does not say what it is (not relative to the tree),
+        # and dropping it would leave the delta without evidence, silently.
+        records = read_capture([everything])
+        mine = _in_delta(records, only)
+        if len(mine) < len(records):
+            kept = {id(r) for r in mine}
+            stray = next(r.nodeid for r in records if id(r) not in kept)
+            raise ExecutionError(f"the delta's op capture recorded {len(records) - len(mine)} instance(s) that match no "
+                                 f"delta test (first: {stray}; node ids relative to {torch_root}?); "
+                                 f"see {work / 'capture'}/*/capture.log")
+        _write_records(cache, mine)
         atomic_write_text(errors_cache, json.dumps(errors, indent=1, sort_keys=True) + "\n")
     out = work / "captured.jsonl"
     shutil.copyfile(cache, out)

@@ -158,10 +158,23 @@ def pytest_command(
         cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
     if workers > 1:
         cmd += ["-n", str(workers)]
+    return cmd + tree_options(spec.cwd, argsfile.parent) + list(spec.extra_args)
+
+
+def tree_options(root: Path, work: Path) -> list[str]:
+    """What pins a pytest to the upstream tree at ``root``: its rootdir (node ids relative to
+    the tree, whatever else the command line names), the tree's own config or an empty one
+    written to ``work`` (:func:`_inifile`), and its conftest.py files.
+
+    Without them pytest takes the common ancestor of the working directory and every
+    argument it cannot yet tell from a path (at that point our plugin's options are unknown:
+    ``--curate-only FILE`` names a file in the state directory) as the rootdir of a tree
+    with no config of its own: the delta capture's node ids then began with the tree's own
+    folder name and matched no test (seen on upstream files in a folder of their own).
+    """
     # --confcutdir: with the empty ini in the state dir, pytest would stop looking for the
     # tree's conftest.py files at that ini's folder and load none of them.
-    cmd += ["--rootdir", str(spec.cwd), "-c", str(_inifile(spec.cwd, argsfile.parent)), "--confcutdir", str(spec.cwd)]
-    return cmd + list(spec.extra_args)
+    return ["--rootdir", str(root), "-c", str(_inifile(root, work)), "--confcutdir", str(root)]
 
 
 INI_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")

@@ -73,6 +73,29 @@ def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_p
     assert timed == {"test/test_a.py::test_pass", "test/test_a.py::test_fail", "test/test_b.py::test_other"}
 
 
+@pytest.mark.parametrize("ini", [None, "pytest.ini"])
+def test_node_ids_are_relative_to_the_tree_whatever_the_selection_file(tmp_path: Path, ini: str | None) -> None:
+    """A delta capture names its selection file (in the state dir, outside the tree); in a
+    tree with no pytest config that file once made pytest's rootdir the common ancestor of
+    both, and no captured node id matched a delta test."""
+    from testcurator.memory.capture_shards import run_capture
+    from testcurator.plugin.oprecord import read_records
+    from testcurator.plugin.only import write_keys
+    from testcurator.runner.executors import LocalExecutor
+
+    root = tmp_path / "tree"
+    (root / "test").mkdir(parents=True)
+    if ini:
+        (root / ini).write_text("[pytest]\n")
+    (root / "test" / "test_a.py").write_text("def test_kept():\n    pass\n\ndef test_other():\n    pass\n")
+    state = tmp_path / "state"
+    keys = write_keys(state / "delta.tests", [TestKey.of("test/test_a.py", "test_kept")], root)
+    out = tmp_path / "captured.jsonl"
+    assert run_capture(root, ["test/test_a.py"], out, state / "work", state_dir=state, executor=LocalExecutor(),
+                       extra=("--curate-only", str(keys)))
+    assert [r.nodeid for r in read_records(out) if r is not None] == ["test/test_a.py::test_kept"]
+
+
 def _event_log(path: Path, events: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
     return path
