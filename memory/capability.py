@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -149,8 +149,10 @@ def device_calls(inst: InstanceCalls) -> InstanceCalls:
     return inst if inst.device is not None else replace(inst, calls=tuple(c for c in inst.calls if is_host_call(c)))
 
 
-def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
-    """Per ``file::Class::test`` with captured calls, what the table says about them.
+def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
+                   tests: Collection[TestKey] | None = None) -> dict[TestKey, ProbeEvidence]:
+    """Per ``file::Class::test`` with captured calls (of ``tests``, when given), what the
+    table says about them.
 
     A plain test (no device parameter) is judged on its host calls only (callspec.HOST_CALLS:
     pinning, which goes through the backend loaded in the process): its other calls ran on
@@ -158,8 +160,9 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult]) -> dict[Tes
     touch them."""
     per_test: dict[TestKey, list[InstanceCalls]] = {}
     for inst in map(device_calls, opmap.instance_calls()):
-        if inst.calls:
-            per_test.setdefault(TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic), []).append(inst)
+        key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
+        if inst.calls and (tests is None or key in tests):
+            per_test.setdefault(key, []).append(inst)
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}

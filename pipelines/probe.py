@@ -29,7 +29,7 @@ from testcurator.memory.capability import (
 )
 from testcurator.memory.opmap import OpMap
 from testcurator.runner.probe import NO_EXAMPLE, ProbeSpec, probe_calls
-from testcurator.vocab import PROBE_STATUSES
+from testcurator.vocab import PROBE_STATUSES, TestKey
 
 PROBE_EVIDENCE = "probe_evidence.json"
 
@@ -56,9 +56,9 @@ class ProbeTarget:
 
 
 def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,
-              say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+              tests: Collection[TestKey] | None = None, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Probe the calls not yet in the table (of ``only``, when given); figures for the report
-    (and ``evidence_out``)."""
+    (and ``evidence_out``, for ``tests`` when given: a delta run's)."""
     opmap = OpMap(target.state_dir)
     try:
         calls = opmap.calls()
@@ -79,7 +79,7 @@ def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Co
             seconds = time.perf_counter() - started
             results = {k: r for k, r in table.results().items() if k in calls}
             if evidence_out is not None:
-                write_probe_evidence(evidence_out, probe_evidence(opmap, results))
+                write_probe_evidence(evidence_out, probe_evidence(opmap, results, tests))
             backend, torch_version = table.backend, table.torch
     finally:
         opmap.close()

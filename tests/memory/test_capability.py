@@ -59,7 +59,10 @@ def test_probe_evidence_names_the_failing_calls_of_each_instance(tmp_path: Path)
     results = {SORT: ProbeResult(SORT, "missing_kernel", "Could not run"), ADD: ProbeResult(ADD, "works"),
                PIN: ProbeResult(PIN, "error", "register PrivateUse1HooksInterface")}
     found = probe_evidence(opmap, results)
+    # A delta run asks about its own tests only: the same evidence for them, nothing else.
+    pin_only = probe_evidence(opmap, results, {TestKey.parse("test/test_sort.py::TestPlain::test_pin")})
     opmap.close()
+    assert pin_only == {k: v for k, v in found.items() if k.name == "TestPlain::test_pin"} and len(pin_only) == 1
     pin = found.pop(TestKey.parse("test/test_sort.py::TestPlain::test_pin"))
     assert pin.gaps == {PIN: ("error", "register PrivateUse1HooksInterface")}  # not SORT: that ran on CPU
     assert pin.instances == (ProbedInstance(None, None, gaps=(PIN,)),)
