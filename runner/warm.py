@@ -30,8 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from typing_extensions import Self
-
 # PyTorch's shared test machinery: what upstream test files import before their tests.
 _TEST_MODULE = re.compile(r"^\s*(?:from|import)\s+(torch\.testing\._internal\.[A-Za-z_][\w.]*)", re.MULTILINE)
 
@@ -82,7 +80,7 @@ class WarmPytest:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
             self._proc.stdin.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> WarmPytest:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
