@@ -48,8 +48,8 @@ from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
-from testcurator.runner.warm import WarmPytest
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
+from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
 CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
