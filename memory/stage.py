@@ -202,8 +202,12 @@ def delta_files(files: Sequence[str], only: Collection[TestKey]) -> list[str]:
     return [f for f in files if f in touched]
 
 
+def _is_delta(record: OpRecord, only: Collection[TestKey]) -> bool:
+    return TestKey.of(TestKey.parse(record.nodeid).file, record.generic) in only
+
+
 def _in_delta(records: Iterable[OpRecord], only: Collection[TestKey]) -> list[OpRecord]:
-    return [r for r in records if TestKey.of(TestKey.parse(r.nodeid).file, r.generic) in only]
+    return [r for r in records if _is_delta(r, only)]
 
 
 def _write_records(path: Path, records: Sequence[OpRecord]) -> Path:
@@ -244,14 +248,12 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
         # delta test means its node id does not say what it is (not relative to the tree),
         # and dropping it would leave the delta without evidence, silently.
         records = read_capture([everything])
-        mine = _in_delta(records, only)
-        if len(mine) < len(records):
-            kept = {id(r) for r in mine}
-            stray = next(r.nodeid for r in records if id(r) not in kept)
-            raise ExecutionError(f"the delta's op capture recorded {len(records) - len(mine)} instance(s) that match no "
-                                 f"delta test (first: {stray}; node ids relative to {torch_root}?); "
+        stray = [r.nodeid for r in records if not _is_delta(r, only)]
+        if stray:
+            raise ExecutionError(f"the delta's op capture recorded {len(stray)} instance(s) that match no "
+                                 f"delta test (first: {stray[0]}; node ids relative to {torch_root}?); "
                                  f"see {work / 'capture'}/*/capture.log")
-        _write_records(cache, mine)
+        _write_records(cache, records)
         atomic_write_text(errors_cache, json.dumps(errors, indent=1, sort_keys=True) + "\n")
     out = work / "captured.jsonl"
     shutil.copyfile(cache, out)

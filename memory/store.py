@@ -236,7 +236,8 @@ class MemoryStore:
 
     @_guarded
     def summary_hashes(self, author_prefix: str) -> list[str]:
-        """Content hashes of current tests whose summary an author named ``author_prefix``... wrote, sorted."""
+        """Content hashes of current tests whose summary was written by an author whose name
+        starts with ``author_prefix``, sorted."""
         rows = self._conn.execute(
             "SELECT DISTINCT s.content_hash FROM summaries s JOIN tests t ON t.content_hash = s.content_hash "
             "WHERE substr(s.author, 1, ?) = ? ORDER BY s.content_hash", (len(author_prefix), author_prefix))

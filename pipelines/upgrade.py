@@ -35,6 +35,7 @@ from testcurator.errors import MissingPathError
 from testcurator.files import atomic_write_text
 from testcurator.memory.api import Memory
 from testcurator.memory.builder import build
+from testcurator.memory.collect import Decorator
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.emit import file_decisions
 from testcurator.pipelines.run import run_nightly
@@ -90,7 +91,7 @@ def hashes(root: Path, files: Sequence[str], state_dir: Path, jobs: int | None =
 
 
 def _is_ops(decorators: Sequence[str]) -> bool:
-    return any(name.rsplit(".", 1)[-1] == "ops" for name in decorators)
+    return any(Decorator(name).short == "ops" for name in decorators)
 
 
 def _config_files(config: Path, root: Path) -> list[str]:

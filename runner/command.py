@@ -97,6 +97,10 @@ def _autoload_disabled(env: dict[str, str]) -> bool:
 UNRELATED_PLUGINS_OFF = ("-p", "no:hypothesispytest", "-p", "no:anyio", "-p", "no:langsmith_plugin")
 
 
+# How every pytest testcurator starts begins: this interpreter, pytest as a module.
+PYTHON_M_PYTEST = (sys.executable, "-m", "pytest")
+
+
 def pytest_argv(*args: str, unrelated_off: bool = True) -> list[str]:
     """The argv of one ``python -m pytest`` run: the one place testcurator spells it.
 
@@ -104,7 +108,7 @@ def pytest_argv(*args: str, unrelated_off: bool = True) -> list[str]:
     unrelated plugins off unless ``unrelated_off`` is False (a user's own ``exec`` run, or a
     collection whose keywords must match what the user's pytest sees).
     """
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+    return [*PYTHON_M_PYTEST, "-p", "no:cacheprovider",
             *(UNRELATED_PLUGINS_OFF if unrelated_off else ()), *args]
 
 

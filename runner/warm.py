@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from testcurator.runner.command import PYTHON_M_PYTEST
+
 # PyTorch's shared test machinery: what upstream test files import before their tests.
 _TEST_MODULE = re.compile(r"^\s*(?:from|import)\s+(torch\.testing\._internal\.[A-Za-z_][\w.]*)", re.MULTILINE)
 
@@ -57,7 +59,7 @@ class WarmPytest:
 
     def fits(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> bool:
         """Whether :meth:`run` would run ``argv`` exactly as a new process would."""
-        return (not self._used and self._proc.poll() is None and list(argv[:3]) == [sys.executable, "-m", "pytest"]
+        return (not self._used and self._proc.poll() is None and tuple(argv[:len(PYTHON_M_PYTEST)]) == PYTHON_M_PYTEST
                 and cwd.resolve() == self.cwd and dict(env) == self.env)
 
     def run(self, argv: Sequence[str], log: Path) -> int:
@@ -66,7 +68,8 @@ class WarmPytest:
         assert self._proc.stdin is not None
         self._used = True
         try:
-            self._proc.stdin.write(json.dumps({"args": list(argv[3:]), "log": str(log.resolve())}) + "\n")
+            args = list(argv[len(PYTHON_M_PYTEST):])
+            self._proc.stdin.write(json.dumps({"args": args, "log": str(log.resolve())}) + "\n")
             self._proc.stdin.close()
         except BrokenPipeError:  # the interpreter died while importing: its exit code says how
             pass

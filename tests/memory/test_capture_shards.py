@@ -96,6 +96,24 @@ def test_node_ids_are_relative_to_the_tree_whatever_the_selection_file(tmp_path:
     assert [r.nodeid for r in read_records(out) if r is not None] == ["test/test_a.py::test_kept"]
 
 
+def test_a_delta_capture_whose_records_match_no_delta_test_stops(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records the delta cannot place are an error, never dropped: here pytest is left to pick
+    its rootdir again (the fault above), so every node id carries the tree's folder name."""
+    from testcurator.errors import ExecutionError
+    from testcurator.memory import capture_shards
+    from testcurator.memory.stage import CaptureRun, _captured_delta
+    from testcurator.runner.executors import LocalExecutor
+
+    monkeypatch.setattr(capture_shards, "tree_options", lambda root, work: [])
+    root = tmp_path / "tree"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "test_a.py").write_text("def test_kept():\n    pass\n")
+    with pytest.raises(ExecutionError, match=r"recorded 1 instance\(s\) that match no delta test \(first: tree/test/"):
+        _captured_delta(root, ["test/test_a.py"], {TestKey.of("test/test_a.py", "test_kept")}, tmp_path / "state",
+                        tmp_path / "run", CaptureRun(LocalExecutor()))
+
+
 def _event_log(path: Path, events: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
     return path
