@@ -138,6 +138,25 @@ class TestKey:
         return f"{self.file}{SEP}{self.name}" if self.test else self.file
 
 
+def instance_key(nodeid: str, generic: str | None) -> str:
+    """One test instance as a string that every process agrees on.
+
+    A node id is what one pytest process called the instance: on a privateuse1 backend the
+    device suffix of its class depends on what that process instantiated before it
+    (OpenReg: ``TestFooPRIVATEUSE1`` or ``TestFooOPENREG``). The key puts the generic class
+    (from ``generic``, ``Class::test``) in place of the instantiated one and keeps the
+    instance's own name, which PyTorch derives from the device, dtype, op and parameters
+    alone: ``f.py::TestFooPRIVATEUSE1::test_x_openreg_float32`` ->
+    ``f.py::TestFoo::test_x_openreg_float32``. Without a class, the node id is the key.
+    """
+    gcls = split_name(generic)[0] if generic else ""
+    key = TestKey.parse(nodeid)
+    if not gcls or not key.cls:
+        return nodeid
+    outer, sep, _ = key.cls.rpartition(SEP)
+    return str(TestKey(key.file, f"{outer}{sep}{gcls}", key.test))
+
+
 # --- op names ----------------------------------------------------------------------------
 def normalize_op(name: str) -> str:
     """``aten.add.Tensor`` / ``aten::add.Tensor`` -> ``aten::add.Tensor``; ``.default`` dropped.

@@ -88,8 +88,36 @@ def import_backend(spec: str) -> object:
         if not callable(setup):
             raise pytest.UsageError(f"--curate-backend: {module_spec} has no function {function!r}")
         setup()
+    pin_privateuse1_classes()
     _LOADED[spec] = module
     return module
+
+
+CDT = "torch.testing._internal.common_device_type"
+
+
+def pin_privateuse1_classes() -> None:
+    """Name every device-generic class of a renamed privateuse1 backend after the backend.
+
+    PyTorch names a class ``TestFoo`` + ``PrivateUse1TestBase.device_type.upper()`` at
+    instantiation, and instantiating a test runs the base's ``setUpClass``, which sets that
+    attribute to the backend's name on the shared base. So the first class a process
+    instantiates is ``TestFooPRIVATEUSE1`` and later ones ``TestBarOPENREG``: which class of
+    a file gets which name depends on what the process imported before it (OpenReg). Set
+    before any test module imports, the name is the backend's in every process.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    name = torch._C._get_privateuse1_backend_name()
+    if name in ("privateuseone", "privateuse1"):  # nothing renamed it: no backend of that kind
+        return
+    imported_before = CDT in sys.modules
+    cdt = importlib.import_module(CDT)
+    if imported_before and cdt.PrivateUse1TestBase not in cdt.device_type_test_bases and hasattr(torch, name):
+        # Imported before the backend existed, its device list left privateuse1 out.
+        cdt.device_type_test_bases.append(cdt.PrivateUse1TestBase)
+    cdt.PrivateUse1TestBase.device_type = name
 
 
 def _import_module(spec: str) -> object:

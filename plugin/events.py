@@ -7,8 +7,10 @@ Options (group ``curate``):
     fsynced *before* the test runs, so when the process dies the log names the test that
     was running (a ``start`` without ``finish``). ``report`` lines carry each phase
     (when, outcome, longrepr text, duration, user_properties, wasxfail); ``finish`` closes
-    a test; ``collected`` lists the node ids of the session; ``collect_error`` a file that
-    failed to import. Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
+    a test; ``collected`` lists the node ids of the session and, beside them, each one's
+    instance key (:func:`testcurator.vocab.instance_key`: what the runner selects and merges
+    by, since node ids differ between processes on some backends) and generic name; ``collect_error`` a file
+    that failed to import. Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
     controller writes ``FILE.controller`` with only xdist's crash reports (``when='???'``,
     "worker 'gw0' crashed while running ..."). Without xdist the process writes ``FILE``.
     Faulthandler output (segfault tracebacks, hang dumps) goes to ``<that file>.fault``.
@@ -38,8 +40,10 @@ import pytest
 
 from testcurator.names import params_from
 from testcurator.plugin.optionset import first_time
+from testcurator.vocab import instance_key
 
 PLUGIN_NAME = "testcurator-events"
+IDENTITY_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -117,6 +121,17 @@ def _report_event(report: pytest.TestReport) -> dict[str, Any]:
 
 
 def _identity(item: pytest.Item) -> dict[str, Any]:
+    """The item's identity (computed once: collection reads it for the key, the start event
+    logs it), with its instance key."""
+    ident = item.stash.get(IDENTITY_KEY, None)
+    if ident is None:
+        ident = _identify(item)
+        ident["key"] = instance_key(item.nodeid, ident.get("generic"))
+        item.stash[IDENTITY_KEY] = ident
+    return ident
+
+
+def _identify(item: pytest.Item) -> dict[str, Any]:
     """The curate plugin's properties when present, else identify() on the live objects."""
     props = {k[len("curate_"):]: v for k, v in item.user_properties if str(k).startswith("curate_")}
     if "params" in props:  # a JSON object in a JUnit property; an object in the event line
@@ -154,6 +169,8 @@ class _EventWriter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.log.write({"event": "collected", "nodeids": [i.nodeid for i in session.items],
+                        "keys": [_identity(i)["key"] for i in session.items],
+                        "generics": [_identity(i).get("generic") for i in session.items],
                         "rootdir": str(session.config.rootpath), "pid": os.getpid()}, sync=True)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:

@@ -1,5 +1,12 @@
 """``--curate-only FILE``: run only the tests FILE names, one ``path::Class::test`` a line.
 
+A line names a generic test (every instance of it) or, followed by a tab and its generic
+name, one instance by its key (:func:`testcurator.vocab.instance_key`:
+``path::Class::test_bar_openreg_float32<TAB>Class::test_bar``, the generic class and the
+instance's own name). The runner's reruns (the tests a crashed
+process left, retries of failures) select by instance key: a node id recorded in another
+process may name another class (OpenReg's ``TestFooPRIVATEUSE1`` / ``TestFooOPENREG``).
+
 A delta run (``testcurator upgrade``) re-evaluates a few tests of the files it touches: at
 collection every other item is deselected, by the generic name the plugin maps it to
 (``plugin/curate.py`` ``item_identity``), exactly and at a constant cost per item. ``-k``
@@ -31,7 +38,7 @@ import pytest
 
 from testcurator.names import generic_classes
 from testcurator.plugin.optionset import existing_file, first_time
-from testcurator.vocab import TestKey, split_name
+from testcurator.vocab import TestKey, instance_key, split_name
 
 PLUGIN_NAME = "testcurator-only"
 
@@ -40,25 +47,28 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
     if not first_time(parser, "only"):
         return
     group.addoption("--curate-only", dest="curate_only", type=existing_file("test list"), default=None, metavar="FILE",
-                    help="run only the tests FILE names (one path::Class::test a line; every instance of each), "
-                         "deselect the rest")
+                    help="run only the tests FILE names (one a line: path::Class::test for every instance of a "
+                         "test, or one instance's key path::Class::test_bar_<device>_<dtype>), deselect the rest")
 
 
 def configure(config: pytest.Config) -> None:
     path = config.getoption("curate_only", None)
     if path is None or config.pluginmanager.has_plugin(PLUGIN_NAME):
         return
-    config.pluginmanager.register(OnlyPlugin(read_keys(path, config.rootpath)), PLUGIN_NAME)
+    config.pluginmanager.register(OnlyPlugin(*read_keys(path, config.rootpath)), PLUGIN_NAME)
 
 
-def read_keys(path: Path, rootdir: Path) -> frozenset[tuple[str, str]]:
-    """(resolved file, ``Class::test``) of every line of ``path``."""
-    keys = set()
+def read_keys(path: Path, rootdir: Path) -> tuple[frozenset[tuple[str, str]], frozenset[str]]:
+    """(resolved file, ``Class::test`` or instance name) of every line of ``path``, and the
+    generic test functions the lines need instantiated."""
+    keys, functions = set(), set()
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            key = TestKey.parse(line.strip())
+        text, _, generic = line.strip().partition("\t")
+        if text:
+            key = TestKey.parse(text)
             keys.add((str((rootdir / key.file).resolve()), key.name))
-    return frozenset(keys)
+            functions.add(split_name(generic.strip() or key.name)[1].partition("[")[0])
+    return frozenset(keys), frozenset(functions)
 
 
 def write_keys(path: Path, keys: Iterable[TestKey], root: Path) -> Path:
@@ -90,8 +100,9 @@ def narrowed(instantiate: Callable[..., Any], names: frozenset[str]) -> Callable
 
 
 class OnlyPlugin:
-    def __init__(self, wanted: frozenset[tuple[str, str]]) -> None:
+    def __init__(self, wanted: frozenset[tuple[str, str]], functions: frozenset[str]) -> None:
         self.wanted = wanted
+        self.functions = functions
         self._by_file: dict[str, set[str]] = {}
         for file, name in wanted:
             self._by_file.setdefault(file, set()).add(name)
@@ -109,7 +120,7 @@ class OnlyPlugin:
         if self._patched or not isinstance(collector, pytest.Module):
             return
         self._patched = True
-        names = frozenset(split_name(name)[1].partition("[")[0] for _, name in self.wanted)
+        names = self.functions
         for module_name, function in _INSTANTIATORS:
             try:
                 module = __import__(module_name, fromlist=[function])
@@ -141,7 +152,9 @@ class OnlyPlugin:
         for item in items:
             path = Path(str(item.path))
             file = resolved.get(path) or resolved.setdefault(path, str(path.resolve()))
-            (keep if (file, item_identity(item).generic) in self.wanted else drop).append(item)
+            generic = item_identity(item).generic
+            instance = TestKey.parse(instance_key(item.nodeid, generic)).name
+            (keep if (file, generic) in self.wanted or (file, instance) in self.wanted else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep

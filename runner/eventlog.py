@@ -22,7 +22,7 @@ from typing import Any
 from testcurator.names import params_from, parse_name
 from testcurator.runner.classify import classify
 from testcurator.runner.records import TestRecord, truncate
-from testcurator.vocab import FAILING, TestKey
+from testcurator.vocab import FAILING, TestKey, instance_key
 
 
 class EventTail:
@@ -65,6 +65,8 @@ class EventFold:
     """Accumulated state of one invocation's event files."""
 
     collected: list[str] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)  # collected node id -> its instance key
+    generics: dict[str, str] = field(default_factory=dict)  # instance key -> its generic name
     selected_known: bool = False  # a ``collected`` event came: pytest got as far as selecting
     rootdir: str | None = None
     tests: dict[str, _TestState] = field(default_factory=dict)
@@ -79,6 +81,8 @@ class EventFold:
             seen = set(self.collected)
             self.rootdir = self.rootdir or event.get("rootdir")
             self.collected.extend(n for n in event["nodeids"] if n not in seen)
+            self.keys.update(zip(event["nodeids"], event.get("keys") or ()))
+            self.generics.update((k, g) for k, g in zip(event.get("keys") or (), event.get("generics") or ()) if g)
         elif kind == "collect_error":
             self.collect_errors[nodeid] = event.get("longrepr") or ""
         elif kind == "start":
@@ -91,6 +95,14 @@ class EventFold:
         elif kind == "finish" and nodeid in self.tests:
             self.tests[nodeid].finished = True
             self.done[nodeid] = record_from_reports(self.tests[nodeid])  # once, not per poll
+
+    def key(self, nodeid: str, record: TestRecord | None = None) -> str:
+        """The instance key of ``nodeid`` (as the test process computed it), else derived from
+        the record's generic name, else the node id itself."""
+        known = self.keys.get(nodeid)
+        if known is not None:
+            return known
+        return instance_key(nodeid, record.generic if record is not None else None)
 
     def finished_records(self) -> dict[str, TestRecord]:
         return dict(self.done)

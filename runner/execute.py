@@ -72,23 +72,26 @@ class _Pass:
     def __init__(self, spec: RunSpec, label: str, progress: ProgressSink, env: dict[str, str]) -> None:
         self.spec, self.label, self.progress, self.env = spec, label, progress, env
         self.work = spec.out_dir / "work"
-        self.records: dict[str, TestRecord] = {}
-        self.known: list[str] = []
+        self.records: dict[str, TestRecord] = {}  # by instance key (testcurator.vocab.instance_key)
+        self.known: list[str] = []  # instance keys, in collection order
+        self.nodeids: dict[str, str] = {}  # instance key -> the node id it was first seen under
+        self.generics: dict[str, str] = {}  # instance key -> its generic name (``Class::test``)
         self.rootdir: str | None = None
+        self.only: Path | None = None  # the --curate-only list of the next invocation, if any
         self.invocations: list[Invocation] = []
 
     def run(self, targets: Sequence[str], workers: int) -> dict[str, TestRecord]:
+        """Records by instance key (node ids may differ between this pass's processes)."""
         self.progress.phase(self.label, None)
         round_no = 0
         while True:
             fold, inv = self._invoke(targets, workers, round_no)
             before = len(self.records)
             dead = fold.dead_records(inv.returncode)
-            self.records.update(fold.finished_records())
-            self.records.update(fold.collect_error_records())
-            self.records.update(dead)
+            for nodeid, record in {**fold.finished_records(), **fold.collect_error_records(), **dead}.items():
+                self._add(fold.key(nodeid, record), record)
             self._learn(fold)
-            remaining = [n for n in self.known if n not in self.records]
+            remaining = [k for k in self.known if k not in self.records]
             self._report()
             fault = invocation_fault(inv.returncode, died=bool(dead), collected=fold.selected_known,
                                      finished=len(fold.done), junit=Path(f"{inv.log.with_suffix('')}.junit.xml"),
@@ -101,13 +104,40 @@ class _Pass:
                 return self.records
             if not remaining:
                 return self.records
-            targets = [self._absolute(n) for n in remaining]
+            targets = self.by_key(remaining, round_no + 1)
             round_no += 1
+
+    def _add(self, key: str, record: TestRecord) -> None:
+        # The first process's node id names the instance in every record of the run.
+        nodeid = self.nodeids.setdefault(key, record.nodeid)
+        if record.generic:
+            self.generics.setdefault(key, record.generic)
+        self.records[key] = record if record.nodeid == nodeid else replace(record, nodeid=nodeid)
 
     def _learn(self, fold: EventFold) -> None:
         seen = set(self.known)
-        self.known.extend(n for n in fold.collected if n not in seen)
+        for nodeid in fold.collected:
+            key = fold.key(nodeid)
+            self.nodeids.setdefault(key, nodeid)
+            if key not in seen:
+                seen.add(key)
+                self.known.append(key)
+        for key, generic in fold.generics.items():
+            self.generics.setdefault(key, generic)
         self.rootdir = self.rootdir or fold.rootdir
+
+    def by_key(self, keys: Sequence[str], round_no: int) -> list[str]:
+        """Targets that run exactly ``keys`` (instance keys): their files, narrowed by a
+        ``--curate-only`` list of the keys (each with its generic name, plugin/only.py) that
+        the next invocation passes."""
+        self.only = self.work / f"{self.label}-{round_no}.only"
+        self.only.parent.mkdir(parents=True, exist_ok=True)
+        self.only.write_text("".join(f"{self._absolute(k)}\t{self._generic(k)}\n" for k in keys), encoding="utf-8")
+        return sorted({self._absolute(TestKey.parse(k).file) for k in keys})
+
+    def _generic(self, key: str) -> str:
+        # Without a known generic name the key is the node id: a plain function or class.
+        return self.generics.get(key) or TestKey.parse(key).name.partition("[")[0]
 
     def _absolute(self, nodeid: str) -> str:
         # Node ids are relative to pytest's rootdir; absolute ones work from any cwd.
@@ -127,6 +157,8 @@ class _Pass:
                               argsfile=Path(f"{stem}.args"), workers=workers, env=self.env)
         if self.label == "run" and round_no == 0:
             argv += shard_args(self.spec)
+        if self.only is not None:  # last: it replaces a --curate-only of the spec's own
+            argv.append(f"--curate-only={self.only}")
         log = Path(f"{stem}.log")
         tail, fold = EventTail(events), EventFold()
         started = time.monotonic()
@@ -205,20 +237,21 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def merge_retry(first: dict[str, TestRecord], retry: dict[str, TestRecord], attempt: int) -> dict[str, TestRecord]:
-    """Fold one retry round into the records (see module docstring for the rule)."""
+    """Fold one retry round into the records, both by instance key (see module docstring for
+    the rule)."""
     merged = dict(first)
-    for nodeid, new in retry.items():
+    for key, new in retry.items():
         if is_infrastructure(new):  # the retry's pytest failed: that is news, not a test result
-            merged[nodeid] = new
+            merged[key] = new
             continue
-        old = first.get(nodeid)
+        old = first.get(key)
         if old is None or not old.is_failure or old.flaky:
             continue
         if new.is_failure:
-            merged[nodeid] = replace(old, attempts=attempt)
+            merged[key] = replace(old, attempts=attempt)
         else:
             evidence = f"{new.outcome} on attempt {attempt} after failing: [{old.failure_class}] {old.evidence}"
-            merged[nodeid] = replace(new, attempts=attempt, flaky=True, failure_class="transient",
+            merged[key] = replace(new, nodeid=old.nodeid, attempts=attempt, flaky=True, failure_class="transient",
                                      evidence=evidence, failure_text=old.failure_text)
     return merged
 
@@ -238,14 +271,14 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
         records = first.run(selection.targets, spec.workers)
         invocations += first.invocations
         for attempt in range(2, spec.retries + 2):
-            failing = [n for n, r in records.items() if r.is_failure and not r.flaky and TestKey.parse(n).test]
+            failing = [k for k, r in records.items() if r.is_failure and not r.flaky and TestKey.parse(k).test]
             if not failing:
                 break
             retry = _Pass(spec, f"retry{attempt - 1}", progress, env)
-            retry.rootdir = first.rootdir
+            retry.rootdir, retry.nodeids, retry.generics = first.rootdir, first.nodeids, first.generics
             # xdist start-up costs more than it saves on a handful of reruns.
             workers = min(spec.workers, max(1, len(failing) // RETRY_TESTS_PER_WORKER))
-            retried = retry.run([retry._absolute(n) for n in failing], workers)
+            retried = retry.run(retry.by_key(failing, 0), workers)
             invocations += retry.invocations
             records = merge_retry(records, retried, attempt)
         progress.phase("merging", None)  # results, JUnit XML and manifest from every pass
