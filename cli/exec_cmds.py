@@ -21,8 +21,9 @@ from rich.text import Text
 
 from testcurator.cli.commands import command, usage_error
 from testcurator.cli.options import (AllowEmpty, BackendExec, Config, Device, Devices, Durations, ExecutorName, Group,
-                                     Labels, MoreResults, OutDir, ProfileDeprecated, Quiet, Results, Retries, Rootdir, Shard,
-                                     Shards, StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers, take_deprecated)
+                                     Labels, MoreResults, OutDir, ProfileDeprecated, Quiet, RefreshSnapshot, Results, Retries,
+                                     Rootdir, Shard, Shards, StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers,
+                                     take_deprecated)
 from testcurator.runner.records import TestRecord
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
@@ -111,13 +112,16 @@ def exec_command(
     profile: ProfileDeprecated = None,
     durations: Durations = None,
     labels: Labels = None,
+    refresh_snapshot: RefreshSnapshot = False,
 ) -> None:
     """Run the curated (or draft) suite; write results.jsonl, junit.xml and manifest.json to --out.
 
     --backend backend.yaml gives the module to import, the device, python_path and env
     (--device overrides the device). Without --torch-root (or $TORCH_ROOT), the torch root
     the memory in --state-dir was built from is used, when there is one. --shard K/N runs
-    one leg of a CI matrix; --shards N runs all N on --executor and merges them.
+    one leg of a CI matrix, split by the matrix's durations snapshot in --state-dir (the first
+    leg takes it; --refresh-snapshot takes a new one); --shards N runs all N on --executor
+    and merges them.
 
     Exit codes: 0 the curated suite held; 1 it did not (a mandatory_success failure or a
     strict unexpected pass, named in the last lines); 2 bad input; 3 infrastructure failure
@@ -140,7 +144,8 @@ def exec_command(
         if path is not None and not path.exists():
             raise MissingPathError(path, what)
     assert out is not None and workers is not None
-    scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, backend_file, durations, state_dir)
+    scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, backend_file, durations, state_dir,
+                                    refresh_snapshot)
     spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
                    backend=module, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
     spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
@@ -216,7 +221,11 @@ def refine_command(
     out: OutDir = Path("testcurator-refine"),
     device: Devices = None,
 ) -> None:
-    """Ingest results made elsewhere (JUnit XML, JSONL), classify failures; with --config, re-bucket that config in place."""
+    """Ingest results made elsewhere (JUnit XML, JSONL), classify failures; with --config, re-bucket that config in place.
+
+    Shard legs' run folders must partition what they collected (every instance in exactly
+    one leg), else exit 3 naming the overlap and what is missing, and nothing is written.
+    """
     from testcurator.runner.ingest import load_results
     from testcurator.runner.merge import run_manifests, write_outputs
 

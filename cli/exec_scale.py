@@ -2,7 +2,9 @@
 backend profile and durations (kept out of ``exec_cmds`` so that module stays the command).
 
 :func:`prepare` checks the options (bad input before anything runs) and returns the run
-spec with them applied, the executor, and the durations store the run records into.
+spec with them applied, the executor, and the durations store the run records into. A
+leg (``--shard K/N``) splits by its matrix's frozen durations snapshot, not by the store
+it records into (``runner/shard_snapshot.py``: issue 22).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ScaleOptions:
     profile: Path | None = None
     durations: Path | None = None
     state_dir: Path | None = None
+    refresh_snapshot: bool = False
 
 
 def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tuple[RunSpec, Executor, DurationStore]:
@@ -35,6 +38,8 @@ def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tu
 
     if opts.shard is not None and opts.shards > 1:
         raise BadInputError("exec: --shard K/N runs one shard, --shards N runs them all: give one of them")
+    if opts.refresh_snapshot and opts.shard is None:
+        raise BadInputError("exec: --refresh-snapshot goes with --shard K/N (--shards N reads the durations once anyway)")
     spec = replace(spec, shard=str(ShardRef.parse(opts.shard)) if opts.shard else None,
                    paths=spec.paths + _group_paths(spec, opts.group),
                    extra_args=spec.extra_args + tier_args(opts.tier, opts.tiers_file, spec.config))
@@ -48,7 +53,23 @@ def prepare(spec: RunSpec, opts: ScaleOptions, say: Callable[[str], None]) -> tu
                        backend=spec.backend or profile.backend_module,
                        env=tuple(sorted(profile.test_env(opts.profile).items())))
     executor = make_executor(opts.executor, ExecutorOptions(resources=resources, say=say))
-    return spec, executor, durations_store(opts.state_dir, opts.durations)
+    store = durations_store(opts.state_dir, opts.durations)
+    if spec.shard is not None:
+        spec = replace(spec, durations=leg_snapshot(spec, store, opts, say))
+    return spec, executor, store
+
+
+def leg_snapshot(spec: RunSpec, store: DurationStore, opts: ScaleOptions, say: Callable[[str], None]) -> Path:
+    """The frozen durations this leg splits by: its matrix's snapshot, taken now if it is the
+    first leg (or ``--refresh-snapshot``), else the one an earlier leg or ``shards plan`` took."""
+    from testcurator.runner.shard_snapshot import current_durations, freeze, snapshot_key
+
+    key = snapshot_key(spec.config, spec.paths, spec.device, opts.durations)
+    snapshot = freeze(store.path.parent, key, lambda: current_durations(store, spec.device, opts.durations),
+                      refresh=opts.refresh_snapshot)
+    how = "taken now" if snapshot.taken else "taken by an earlier leg or `shards plan`; --refresh-snapshot takes a new one"
+    say(f"shard {spec.shard} splits by the durations snapshot {snapshot.path} ({how})")
+    return snapshot.path
 
 
 def check_backend_imports(spec: RunSpec, profile: Path | None) -> None:

@@ -145,6 +145,13 @@ BACKEND = _opt("--backend", metavar="FILE", path=True, help="The backend profile
 BACKEND_EXEC = _opt("--backend", metavar="FILE", check=_backend_value,
                     help="The backend profile (backend.yaml): the module to import, the device, python_path and env "
                          "of the tests. A module name (dotted, or a .py path) is accepted in its place.")
+# profile init: the backend named by its module (there is no profile yet), and its import path.
+BACKEND_MODULE = _opt("--backend-module", metavar="MODULE[:FUNCTION]",
+                      help="The backend's Python module (a dotted name); MODULE:FUNCTION also calls FUNCTION() "
+                           "after the import, for a backend that registers its device there.")
+PYTHON_PATH = _opt("--python-path", metavar="DIR", path=True,
+                   help="A folder that makes the backend module importable (repeatable); the profile names it "
+                        "relative to its own folder.")
 OUT_DIR = _opt("--out", metavar="DIR", path=True, help="Output folder (created if missing).")
 OUT_FILE = _opt("--out", metavar="FILE", path=True, help="Write to this file (atomically) instead of stdout.")
 # Commands whose output is always a file (a workflow, a plan): where it goes.
@@ -198,6 +205,9 @@ TIERS_FILE = _opt("--tiers-file", metavar="FILE", path=True, help="Written by `t
 PROFILE_DEPRECATED = _opt("--profile", metavar="FILE", hidden=True, path=True, help="Deprecated: use --backend FILE.")
 ALLOW_EMPTY = _opt("--allow-empty", help="Accept a run in which no test ran (otherwise exit 3: nothing was tested).")
 DURATIONS = _opt("--durations", metavar="FILE", path=True, help="pytest-split .test_durations to split by (added to the state dir's).")
+REFRESH_SNAPSHOT = _opt("--refresh-snapshot",
+                        help="Take a new durations snapshot for shards from the state dir "
+                             "(shards plan, or a matrix's first leg only).")
 DEVICES = _opt("--device", metavar="NAME",
                help="Device type whose name may end class names (e.g. curatedev); repeatable.")
 TIMINGS_DEVICE = _opt("--device", metavar="NAME",
@@ -285,6 +295,8 @@ TorchRoot = Annotated[Optional[Path], TORCH_ROOT.make()]
 TorchRootReq = Annotated[Path, TORCH_ROOT.make()]
 ConfigReq = Annotated[Path, CONFIG.make()]
 BackendReq = Annotated[Path, BACKEND.make()]
+BackendModuleReq = Annotated[str, BACKEND_MODULE.make()]
+PythonPath = Annotated[Optional[list[Path]], PYTHON_PATH.make()]
 OutDirReq = Annotated[Path, OUT_DIR.make()]
 OutFileReq = Annotated[Path, OUT_FILE.make()]
 OldRoot = Annotated[Path, OLD_ROOT.make()]
@@ -346,6 +358,7 @@ TiersFile = Annotated[Optional[Path], TIERS_FILE.make()]
 ProfileDeprecated = Annotated[Optional[Path], PROFILE_DEPRECATED.make()]
 AllowEmpty = Annotated[bool, ALLOW_EMPTY.make()]
 Durations = Annotated[Optional[Path], DURATIONS.make()]
+RefreshSnapshot = Annotated[bool, REFRESH_SNAPSHOT.make()]
 Brain = Annotated[str, BRAIN.make()]
 LlmBaseUrl = Annotated[Optional[str], LLM_BASE_URL.make()]
 LlmModel = Annotated[Optional[str], LLM_MODEL.make()]

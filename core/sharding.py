@@ -19,11 +19,14 @@ What we add around it:
   :data:`MIN_DURATION_S`, so a test always weighs something.
 
 The plugin (``--curate-shard``) runs this at collection, where the config's decision for
-every item is known; the planner of CI jobs uses :func:`estimate` on file totals.
+every item is known; the planner of CI jobs uses :func:`estimate` on file totals. A leg's
+plan (:func:`shard_plan`: what its collection saw, what it kept) is what a merge of legs
+checks the partition against (``runner/partition.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import math
@@ -33,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testcurator.errors import BadInputError, Location, MissingPathError, Problem
 from testcurator.files import atomic_write_text
@@ -160,6 +164,31 @@ def read_test_durations(path: Path) -> dict[str, float]:
     return out
 
 
+def format_test_durations(durations: Mapping[str, float]) -> str:
+    """pytest-split's format, sorted keys (like pytest-split writes it): equal maps, equal bytes."""
+    return json.dumps(dict(sorted(durations.items())), indent=4) + "\n"
+
+
 def write_test_durations(path: Path, durations: Mapping[str, float]) -> None:
-    """Write pytest-split's format (sorted keys, like pytest-split writes it), atomically."""
-    atomic_write_text(path, json.dumps(dict(sorted(durations.items())), indent=4) + "\n")
+    """Write pytest-split's format, atomically."""
+    atomic_write_text(path, format_test_durations(durations))
+
+
+def collection_digest(nodeids: Iterable[str]) -> str:
+    """sha256 of the sorted node ids: the legs of one matrix collected alike when they agree."""
+    digest = hashlib.sha256()
+    for nodeid in sorted(nodeids):
+        digest.update(nodeid.encode() + b"\n")
+    return digest.hexdigest()
+
+
+def shard_plan(ref: ShardRef, nodeids: Sequence[str], shard: Shard, durations_sha256: str | None) -> dict[str, Any]:
+    """One leg's plan, as ``--curate-shard-plan`` writes it and the merge reads it.
+
+    Both lists are written in full (sorted): a merge of legs names what no leg kept, which
+    needs every collected node id, and this is the only record of the ones a leg left out.
+    """
+    kept = set(shard.nodeids)
+    return {"shard": str(ref), "collected": len(nodeids), "collected_sha256": collection_digest(nodeids),
+            "durations_sha256": durations_sha256, "kept": sorted(kept),
+            "deselected": sorted(n for n in set(nodeids) if n not in kept)}

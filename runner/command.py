@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from testcurator.errors import BadInputError
+from testcurator.runner.partition import plan_path
 from testcurator.vocab import TestKey
 
 
@@ -40,7 +41,7 @@ class RunSpec:
     unrelated_plugins_off: bool = False  # True for the runs the pipeline makes for itself
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
     shard: str | None = None  # "K/N": only that shard of the selection (testcurator.sharding)
-    durations: Path | None = None  # pytest-split .test_durations file the shard split reads
+    durations: Path | None = None  # pytest-split .test_durations file the shard split reads (a leg: the snapshot)
 
     @property
     def cwd(self) -> Path:
@@ -80,11 +81,12 @@ def select(spec: RunSpec) -> Selection:
 
 def shard_args(spec: RunSpec) -> list[str]:
     """Options that split the collection; only the first pytest of a run gets them (later
-    ones rerun named node ids, which must not be split again)."""
+    ones rerun named node ids, which must not be split again). That pytest also writes the
+    leg's plan, which the manifest carries for merges to check (``runner/partition.py``)."""
     if spec.shard is None:
         return []
     durations = [f"--curate-durations={spec.durations.resolve()}"] if spec.durations else []
-    return [f"--curate-shard={spec.shard}", *durations]
+    return [f"--curate-shard={spec.shard}", *durations, f"--curate-shard-plan={plan_path(spec.out_dir.resolve())}"]
 
 
 def _autoload_disabled(env: dict[str, str]) -> bool:

@@ -5,9 +5,9 @@ config hash (sha256 over the config files' bytes, files in sorted path order, ea
 preceded by its name relative to the config root so a rename changes the hash), the
 upstream tree's git revision when ``torch_root`` is a checkout (plus whether it is dirty),
 torch's version, git revision and CUDA version, the backend (module, device, version when
-installed as a distribution), the host, Python, OS, CPU model, the shard, every test's
-outcome and duration, and in CI the three SHAs and the dispatch payload
-(``runner/provenance.py``).
+installed as a distribution), the host, Python, OS, CPU model, the shard (a leg's plan
+too: ``runner/partition.py``), every test's outcome and duration, and in CI the three SHAs
+and the dispatch payload (``runner/provenance.py``).
 
 Torch's version is read from its files without importing it (``import torch`` costs
 seconds and the runner itself does not need torch); the subprocesses use the same
@@ -32,6 +32,7 @@ from typing import Any
 
 from testcurator.files import atomic_write_text
 from testcurator.runner.command import RunSpec, Selection
+from testcurator.runner.partition import PLAN_KEY, read_plan
 from testcurator.runner.provenance import ci_provenance
 from testcurator.runner.records import TestRecord, counts
 
@@ -119,7 +120,8 @@ def build_manifest(
         "torch_root": str(spec.torch_root.resolve()) if spec.torch_root else None,
         "upstream": git_revision(spec.torch_root),
         "selection": list(selection.targets), "missing_files": list(selection.missing),
-        "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries, "shard": spec.shard},
+        "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries, "shard": spec.shard,
+                    **({"durations": str(spec.durations)} if spec.durations is not None else {})},
         "host": platform.node(),
         "torch": torch_info(),
         "backend": backend_info(spec),
@@ -132,7 +134,15 @@ def build_manifest(
         "tests": {r.nodeid: {"outcome": r.outcome, "duration": round(r.duration, 6),
                              **({"failure_class": r.failure_class} if r.failure_class else {}),
                              **({"flaky": True} if r.flaky else {})} for r in records},
+        **_shard_plan(spec, started),
     }
+
+
+def _shard_plan(spec: RunSpec, started: float) -> dict[str, Any]:
+    """A leg's plan (what its collection saw and kept), for merges to check the partition."""
+    if spec.shard is None:
+        return {}
+    return {PLAN_KEY: read_plan(spec.out_dir, spec.shard, started)}
 
 
 def write_manifest(path: Path, manifest: dict[str, Any]) -> None:

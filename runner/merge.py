@@ -6,7 +6,10 @@ A *run folder* is what :func:`testcurator.runner.execute.execute` writes: ``resu
 id seen in several folders as successive attempts (``ingest.merge_attempts``: shards are
 disjoint, so that only happens when a shard was rerun), and writes the three files again
 for the whole. The merged manifest keeps every shard's own manifest summary (host, shard,
-wall time, counts, pytest commands) beside the union of the per-test results.
+wall time, counts, pytest commands, the plan without its lists) beside the union of the
+per-test results. Legs of a shard matrix must partition what they collected: a merge that
+finds an instance in two legs, or in none, writes nothing and raises (exit 3;
+``runner/partition.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from testcurator.errors import BadInputError
 from testcurator.runner.ingest import merge_attempts
 from testcurator.runner.junit_write import write_junit
 from testcurator.runner.manifest import MANIFEST_VERSION, write_manifest
+from testcurator.runner.partition import PLAN_KEY, check_partition, plan_summary
 from testcurator.runner.records import TestRecord, counts, read_jsonl, write_jsonl
 
 RESULTS, MANIFEST = "results.jsonl", "manifest.json"
@@ -47,6 +51,8 @@ def _shard_summary(manifest: dict[str, Any], source: str) -> dict[str, Any]:
     summary["source"] = source
     summary["counts"] = manifest.get("counts")
     summary["pytest_commands"] = manifest.get("pytest_commands", [])
+    if isinstance(manifest.get(PLAN_KEY), dict):
+        summary[PLAN_KEY] = plan_summary(manifest[PLAN_KEY])
     for nested in manifest.get("shards", []):  # merging merged manifests keeps the leaves
         summary.setdefault("shards", []).append(nested)
     return summary
@@ -89,6 +95,9 @@ def run_manifests(paths: Sequence[Path]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def write_outputs(out: Path, records: Sequence[TestRecord], manifests: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """The merged files; nothing at all when the legs among ``manifests`` do not partition
+    their selection (:func:`check_partition` raises, exit 3)."""
+    check_partition(manifests)
     write_jsonl(out / RESULTS, records)
     write_junit(out / "junit.xml", records)
     if manifests:

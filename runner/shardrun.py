@@ -8,7 +8,10 @@ one shard on the local executor it is exactly :func:`execute`.
 
 The shard split happens at collection in each shard's pytest (``--curate-shard``), where
 the config's decisions are known; the durations it balances by travel with the job, so a
-remote node needs no access to the driver's state directory.
+remote node needs no access to the driver's state directory. They are the store's, read
+once for all N shards, or ``spec.durations`` when given: a leg of a matrix run one leg at a
+time (``exec --shard``) splits by its matrix's frozen snapshot (``runner/shard_snapshot.py``),
+never by the store its earlier legs have since written to.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from testcurator.runner.merge import MANIFEST, RESULTS, merge_run_dirs
 from testcurator.runner.progress import ProgressSink
 from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.records import TestRecord
-from testcurator.sharding import write_test_durations
+from testcurator.sharding import read_test_durations, write_test_durations
 
 DURATIONS_FILE = "durations.json"
 
@@ -93,23 +96,30 @@ def run_sharded(
 ) -> list[TestRecord]:
     """Run ``spec`` as ``shards`` shards on ``executor``; merged records (see module docstring)."""
     executor = executor or LocalExecutor()
-    known = store.known_for(spec.device) if store is not None else {}
     if shards == 1 and executor.name == "local":
-        records = list(execute(_with_durations(spec, known), progress).records)
+        records = list(execute(_with_durations(spec, store), progress).records)
     elif spec.shard is not None:  # one given shard (a CI leg), on a remote executor
-        records = _run_jobs(_absolute(spec), [spec.shard], executor, known)
+        records = _run_jobs(_absolute(spec), [spec.shard], executor, _known(spec, store))
     else:
-        records = _run_jobs(_absolute(spec), [f"{k}/{shards}" for k in range(1, shards + 1)], executor, known)
+        records = _run_jobs(_absolute(spec), [f"{k}/{shards}" for k in range(1, shards + 1)], executor,
+                            _known(spec, store))
     if store is not None:
         store.record(records, source)
     return records
 
 
-def _with_durations(spec: RunSpec, known: Mapping[str, float]) -> RunSpec:
+def _known(spec: RunSpec, store: DurationStore | None) -> dict[str, float]:
+    """The durations the split reads: an explicit file (a leg's snapshot) alone, else the store's."""
+    if spec.durations is not None:
+        return read_test_durations(spec.durations)
+    return store.known_for(spec.device) if store is not None else {}
+
+
+def _with_durations(spec: RunSpec, store: DurationStore | None) -> RunSpec:
     if spec.shard is None or spec.durations is not None:
         return spec
     path = spec.out_dir / "work" / DURATIONS_FILE
-    write_test_durations(path, known)
+    write_test_durations(path, _known(spec, store))
     return replace(spec, durations=path)
 
 

@@ -68,6 +68,24 @@ def test_shards_plan_durations_file_is_merged_over_the_state_dirs(tmp_path: Path
     assert _plan(capsys, "--state-dir", state, "--max-job-s", "100", "--format", "json")["eager"] == 6  # 250 + 90 + 170
 
 
+def test_shards_plan_freezes_the_snapshot_exec_legs_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "state")
+    stored = tmp_path / "stored.json"
+    stored.write_text(json.dumps({"test/test_ops.py::TestA::test_a": 250.0}))
+    assert main(["durations", "import", str(stored), "--state-dir", state]) == 0
+    capsys.readouterr()
+    first = _plan(capsys, "--state-dir", state, "--max-job-s", "100", "--format", "json")
+    snapshots = list((tmp_path / "state" / "shard-snapshots").glob("*.json"))
+    assert len(snapshots) == 1 and json.loads(snapshots[0].read_text()) == {"test/test_ops.py::TestA::test_a": 250.0}
+    stored.write_text(json.dumps({"test/test_ops.py::TestA::test_a": 1000.0}))  # legs ran and recorded since
+    assert main(["durations", "import", str(stored), "--state-dir", state]) == 0
+    capsys.readouterr()
+    assert _plan(capsys, "--state-dir", state, "--max-job-s", "100", "--format", "json") == first  # the same snapshot
+    refreshed = _plan(capsys, "--state-dir", state, "--max-job-s", "100", "--format", "json", "--refresh-snapshot")
+    assert refreshed["eager"] > first["eager"]
+    assert json.loads(snapshots[0].read_text()) == {"test/test_ops.py::TestA::test_a": 1000.0}
+
+
 def test_durations_export_old_short_flag_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     state = str(tmp_path / "state")
     source = tmp_path / "d.json"

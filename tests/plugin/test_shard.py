@@ -60,6 +60,20 @@ def test_durations_drive_the_split(generic_file: pytest.Pytester) -> None:
     assert "expected 60.0 s" in alone[0].stdout.str()
 
 
+def test_each_shard_writes_its_plan(generic_file: pytest.Pytester) -> None:
+    collected = {line for line in generic_file.runpytest("--collect-only", "-q").outlines if "::" in line}
+    plans = []
+    for k in (1, 2):
+        out = generic_file.path / f"plan-{k}.json"
+        ran = _ran(_shard(generic_file, f"{k}/2", f"--curate-shard-plan={out}"))
+        plans.append(json.loads(out.read_text()))
+        assert set(plans[-1]["kept"]) == set(ran) and plans[-1]["shard"] == f"{k}/2"
+        assert set(plans[-1]["kept"]) | set(plans[-1]["deselected"]) == collected
+        assert plans[-1]["collected"] == len(collected) and plans[-1]["durations_sha256"] is None
+    assert plans[0]["collected_sha256"] == plans[1]["collected_sha256"]
+    assert set(plans[0]["kept"]) == set(plans[1]["deselected"])
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--curate-shard=3/2"], "1 <= K <= N"),
     (["--curate-shard=x"], "expected K/N"),
