@@ -30,11 +30,11 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
     from testcurator.cli import (ci_cmds, config_cmds, durations_cmds, eval_cmds, exec_cmds, import_cmds, llm_cmds,
-                                 memory_cmds, ops_cmds, probe_cmds, review_cmds, run_cmds, shards_cmds, tiers_cmds,
-                                 upgrade_cmds)
+                                 memory_cmds, ops_cmds, probe_cmds, profile_cmds, review_cmds, run_cmds, shards_cmds,
+                                 tiers_cmds, upgrade_cmds)
 
-    for module in (config_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, review_cmds, import_cmds,
-                   upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds, ci_cmds):
+    for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, review_cmds,
+                   import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds, ci_cmds):
         module.register(app)
 
 

@@ -83,34 +83,48 @@ def _run_batch(batch: Sequence[tuple[str, str]], spec: ProbeSpec, tmp: Path,
     with log.open("w", encoding="utf-8") as handle:
         proc = subprocess.Popen([sys.executable, "-m", "testcurator.runner.probe_worker", str(src), str(out)],
                                 cwd=spec.cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        hung = _watch(proc, out, spec)
-    lines = _lines(out)
+        hung = watch_worker(proc, out, spec.call_timeout)
+    lines = read_lines(out)
     started = [d["start"] for d in lines if "start" in d]
     done = [ProbeResult(d["call"], d["status"], d["error"], d["seconds"]) for d in lines if "call" in d]
     if not any("ready" in d for d in lines):
         raise ExecutionError(f"the probe worker did not start on {spec.device!r} (exit {proc.returncode}): "
-                             f"{_tail(log)}")
+                             f"{log_tail(log)}")
     finished = {r.call for r in done}
     culprit = next((k for k in started if k not in finished), None)
     if culprit is not None:
-        why = f"hang: no result after {spec.call_timeout:g}s" if hung else f"the process died ({_exit(proc.returncode)})"
-        done.append(ProbeResult(culprit, "crash", f"{why}: {_tail(log)}".strip()[:TAIL]))
+        why = f"hang: no result after {spec.call_timeout:g}s" if hung else f"the process died ({describe_exit(proc.returncode)})"
+        done.append(ProbeResult(culprit, "crash", crash_text(why, log, proc.returncode)))
         finished.add(culprit)
     elif proc.returncode != 0:
-        raise ExecutionError(f"the probe worker exited {proc.returncode} between calls: {_tail(log)}")
+        raise ExecutionError(f"the probe worker exited {proc.returncode} between calls: {log_tail(log)}")
     return done, [(k, v) for k, v in batch if k not in finished]
 
 
-def _watch(proc: subprocess.Popen[Any], out: Path, spec: ProbeSpec) -> bool:
-    """Wait for ``proc``; kill it when a call (or the start) takes too long. True: killed."""
+def crash_text(why: str, log: Path, returncode: int | None) -> str:
+    """How a worker died, with the line that says so (``Fatal Python error: Segmentation
+    fault``), never the log's last characters: those are whatever the call printed before it
+    died, a warning cut mid-word as often as not."""
+    from testcurator.runner.classify import classify
+
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    evidence = classify(text, outcome="crashed", returncode=returncode).evidence
+    return f"{why}: {evidence}"[:TAIL] if evidence.startswith("Fatal Python error") else why
+
+
+def watch_worker(proc: subprocess.Popen[Any], out: Path, call_timeout: float,
+                 startup_timeout: float = STARTUP_TIMEOUT) -> bool:
+    """Wait for a worker writing JSON lines to ``out``; kill it when a call (or the start)
+    goes ``call_timeout`` (``startup_timeout``) seconds without a new line (0: no limit).
+    True: killed. Shared with the profile probe (runner/profile_probe.py)."""
     last_size, since = -1, time.monotonic()
-    limit = STARTUP_TIMEOUT
+    limit = startup_timeout
     while proc.poll() is None:
         size = out.stat().st_size if out.exists() else 0
         if size != last_size:  # progress: a new line (ready, start or result)
             last_size, since = size, time.monotonic()
-            limit = STARTUP_TIMEOUT if size == 0 else spec.call_timeout
-        if time.monotonic() - since > limit:
+            limit = startup_timeout if size == 0 else call_timeout
+        if limit > 0 and time.monotonic() - since > limit:
             proc.kill()
             proc.wait()
             return True
@@ -118,7 +132,8 @@ def _watch(proc: subprocess.Popen[Any], out: Path, spec: ProbeSpec) -> bool:
     return False
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines a worker wrote, up to one its death cut short."""
     if not path.exists():
         return []
     out = []
@@ -130,7 +145,8 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
+    """``signal SIGSEGV`` or ``exit 3``: how a worker ended."""
     if code is not None and code < 0:
         try:
             return f"signal {signal.Signals(-code).name}"
@@ -139,6 +155,7 @@ def _exit(code: int | None) -> str:
     return f"exit {code}"
 
 
-def _tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
+    """The end of a worker's output (TAIL characters)."""
     text = log.read_text(encoding="utf-8", errors="replace").strip() if log.exists() else ""
     return text[-TAIL:]
