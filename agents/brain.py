@@ -125,6 +125,8 @@ class BucketRequest:
     ops it called when run under the op-capturing dispatch mode, ``dtypes`` its
     parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos. ``probe``: what the
     device's capability table says about the calls it made (None: not probed).
+    ``cpu_outcomes``: how each instance the capture ran on CPU (the reference device) ended,
+    and ``cpu_failure`` the first CPU failure's exception line.
     """
 
     test: str
@@ -139,6 +141,8 @@ class BucketRequest:
     source: str = ""
     similar: tuple[SimilarTest, ...] = ()
     probe: ProbeEvidence | None = None
+    cpu_outcomes: tuple[str, ...] = ()
+    cpu_failure: str = ""
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             source=_source(root, test) if test else "",
             similar=_similar(memory, test, previous) if test else (),
             probe=(probe or {}).get(TestKey.of(rel, generic)),
+            cpu_outcomes=tuple(ev.cpu.values()),
+            cpu_failure=ev.cpu_failure,
         ))
     return requests
 

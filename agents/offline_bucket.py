@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_rules import (
-    COMPLEX_DTYPES, MODE_WORD, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, quote,
+    COMPLEX_DTYPES, CPU_FAILED, MODE_WORD, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, quote,
     wishes_for,
 )
 from testcurator.agents.offline_probe import bucket_probe
 from testcurator.agents.offline_scope import path_facts
 from testcurator.config.profile import HOOKS
-from testcurator.vocab import MODES, op_matches
+from testcurator.vocab import FAILING, MODES, op_matches
 
 
 _TORCH_DEVICES = frozenset({"cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta", "xla", "lazy", "ipu", "ve", "vulkan",
@@ -143,6 +143,19 @@ def bucket_upstream_skip(req: BucketRequest, f: Facts, backend: BackendContext, 
     return None
 
 
+def bucket_fails_on_cpu(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
+    """Every instance the capture ran on CPU, the reference device, failed: the test fails
+    upstream as well (a test bug, or skew between the upstream file and the installed torch
+    or numpy), which says nothing about the backend. Expected to fail there too: xfail."""
+    ran = [o for o in req.cpu_outcomes if o != "skipped"]
+    if not ran or any(o not in FAILING for o in ran):
+        return None
+    failure = quote(req.cpu_failure) if req.cpu_failure else "no error line recorded"
+    return decision(req.test, "xfail", f"Xfail: it fails on CPU too, the reference device: all {len(ran)} "
+                    f"instance(s) the capture ran there failed ({failure}), so the failure is not {backend.name}'s.",
+                    (f"{CPU_FAILED}{len(ran)} of {len(ran)} instance(s) failed", f"CPU failure: {failure}"))
+
+
 def bucket_needs(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
     excluded = {**wishes_for(f.wishes, "exclude", "hook"), **wishes_for(f.wishes, "exclude", "area")}
     for need, shown in f.needs.items():
@@ -263,7 +276,8 @@ def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
 
 BucketRule = Callable[[BucketRequest, Facts, BackendContext, Draft], "Decision | None"]
 BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
-    ("other_device", bucket_other_device), ("upstream_skip", bucket_upstream_skip), ("needs", bucket_needs),
+    ("other_device", bucket_other_device), ("upstream_skip", bucket_upstream_skip),
+    ("fails_on_cpu", bucket_fails_on_cpu), ("needs", bucket_needs),
     ("known_missing_op", bucket_known_missing_op), ("ops", bucket_ops), ("dtypes", bucket_dtypes),
     ("probe", bucket_probe), ("similar", bucket_similar), ("default", bucket_default),
 )

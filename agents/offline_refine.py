@@ -11,7 +11,7 @@ from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequ
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
 from testcurator.agents.offline_probe import probe_exclusion_note, without_probe_exclusions
-from testcurator.agents.offline_rules import MODE_WORD, Wish, decision, names, quote
+from testcurator.agents.offline_rules import CPU_FAILED, MODE_WORD, Wish, decision, names, quote
 from testcurator.config.params import param_ref, spelling
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
@@ -154,6 +154,12 @@ class Outcome:
                         exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules, exclude_params=params)
 
 
+def _on_cpu_too(prev: Decision) -> str:
+    """The capture's finding that the test fails on CPU as well, kept beside the device's."""
+    cpu = next((e.removeprefix(CPU_FAILED) for e in prev.evidence if e.startswith(CPU_FAILED)), None)
+    return f", as on CPU, the reference device ({cpu}): the failure is not the backend's" if cpu else ""
+
+
 def _failure_rules(o: Outcome) -> Decision | None:
     if not o.unexplained:
         return None
@@ -164,8 +170,8 @@ def _failure_rules(o: Outcome) -> Decision | None:
     first = o.unexplained[0]
     if all(v.status == "failed" for v in o.remaining):  # rule consistent_failure
         o = replace(o, prev=without_probe_exclusions(o.prev))  # the whole test fails: the probe's split is moot
-        return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}, so "
-                      f"an unexpected pass will signal promotion{o.exclusion_clause()}.")
+        return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}"
+                      f"{_on_cpu_too(o.prev)}, so an unexpected pass will signal promotion{o.exclusion_clause()}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
     return o.make("xfail", f"Xfail: {len(o.unexplained)} variant(s) fail beside {len(passing)} passing one(s) and no "
                   f"dtype, op, module or parameter value separates them ({first.rec.variant}: {first.why()}).",

@@ -42,7 +42,12 @@ from testcurator.vocab import Mode
 BRAIN = "offline"
 # prompt_hash of every offline record: a hash of this version string, so a report or cache
 # tells which rule set decided. Bump it whenever a rule's outcome changes.
-RULES_VERSION = "offline-rules/3"  # 2: the probe rule (agents/offline_probe.py); 3: exclude_params
+#: How a decision's evidence says that the capture saw the test fail on CPU, the reference
+#: device (bucket states it, refine keeps it beside the device's own failure).
+CPU_FAILED = "capture on CPU: "
+
+# 2: the probe rule (agents/offline_probe.py); 3: exclude_params; 4: fails on CPU too, sparse_dim is no need
+RULES_VERSION = "offline-rules/4"
 RULES_HASH = "offline-" + hashlib.sha256(RULES_VERSION.encode()).hexdigest()[:16]
 MAX_QUOTE = 160
 
@@ -212,7 +217,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("compile", _re(r"\btorch\.compile\(|@torch\.compile\b|\btorch\._dynamo\b|\bmake_fx\(")),
     Feature("distributed", _re(r"\btorch\.distributed\b|\bdist\.init_process_group\b|\bc10d\b|\bProcessGroup\w*\(")),
     Feature("sparse", _re(r"\.to_sparse(_\w+)?\(|\bsparse_(coo|csr|csc|bsr|bsc)_tensor\(|\btorch\.sparse_(coo|csr)\b"),
-            None, _re(r"^aten::(_?sparse_|to_sparse|_to_sparse)")),
+            # sparse_dim/dense_dim answer for dense tensors too (0): a query, not a sparse tensor.
+            None, _re(r"^aten::(_?sparse_(?!dim\b)|to_sparse|_to_sparse)")),
     Feature("quantized", _re(r"\bquantize_per_(tensor|channel)\b|\btorch\.ao\.quantization\b|\btorch\.q(u)?int\d"),
             None, _re(r"^aten::(quantize_per_|dequantize|q_|_make_per_)")),
     Feature("nested", _re(r"\btorch\.nested\.|\bnested_tensor\(|\bNestedTensor\b"), None, _re(r"^aten::_nested")),

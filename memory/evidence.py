@@ -31,7 +31,8 @@ _LISTS = ("aten", "dtypes", "instances", "modules", "ops")
 class TestEvidence:
     """One device-generic test: the OpInfo ops, dtypes and ModuleInfos it is instantiated
     over, the aten ops its instances dispatched on CPU, its instances' node ids, and each
-    captured instance's outcome on CPU (node id -> outcome)."""
+    captured instance's outcome on CPU (node id -> outcome), and the first CPU failure's
+    exception line (when one failed)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -41,13 +42,16 @@ class TestEvidence:
     aten: tuple[str, ...] = ()
     instances: tuple[str, ...] = ()
     cpu: Mapping[str, str] = field(default_factory=dict)
+    cpu_failure: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {**{name: list(getattr(self, name)) for name in _LISTS}, "cpu": dict(self.cpu)}
+        out = {**{name: list(getattr(self, name)) for name in _LISTS}, "cpu": dict(self.cpu)}
+        return {**out, "cpu_failure": self.cpu_failure} if self.cpu_failure else out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TestEvidence:
-        return cls(**{name: tuple(data.get(name, ())) for name in _LISTS}, cpu=dict(data.get("cpu", {})))
+        return cls(**{name: tuple(data.get(name, ())) for name in _LISTS}, cpu=dict(data.get("cpu", {})),
+                   cpu_failure=str(data.get("cpu_failure") or ""))
 
 
 def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
@@ -58,7 +62,7 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
         entry = found.get(key)
         if entry is None:  # not setdefault: its default would be built for every record
-            entry = found[key] = {**{name: set() for name in _LISTS}, "cpu": {}}
+            entry = found[key] = {**{name: set() for name in _LISTS}, "cpu": {}, "failures": {}}
         entry["instances"].add(rec.nodeid)
         for name, value in (("ops", rec.op), ("modules", rec.module)):
             if value:
@@ -71,8 +75,11 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
             entry["aten"].update(rec.aten)
             if rec.outcome:
                 entry["cpu"][rec.nodeid] = rec.outcome
+            if rec.failure:
+                entry["failures"][rec.nodeid] = rec.failure
     return {key: TestEvidence(**{name: tuple(sorted(entry[name])) for name in _LISTS},
-                              cpu=dict(sorted(entry["cpu"].items())))
+                              cpu=dict(sorted(entry["cpu"].items())),
+                              cpu_failure=entry["failures"][min(entry["failures"])] if entry["failures"] else "")
             for key, entry in sorted(found.items())}
 
 

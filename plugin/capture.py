@@ -184,6 +184,7 @@ class _Pending:
     calls: set[str] = field(default_factory=set)
     examples: dict[str, str] = field(default_factory=dict)
     outcome: str | None = None
+    failure: str | None = None
     errors: list[str] = field(default_factory=list)
 
 
@@ -237,6 +238,8 @@ class CapturePlugin:
         report = yield  # outermost wrapper: sees xfail rewriting by the skipping plugin
         pending = self._pending.setdefault(item.nodeid, _Pending())
         pending.outcome = merge_outcome(pending.outcome, report)
+        if report.failed and pending.failure is None:
+            pending.failure = failure_line(report)
         if report.when == "teardown":
             del self._pending[item.nodeid]
             self._write(self._captured(item, pending))
@@ -251,12 +254,25 @@ class CapturePlugin:
             errors.append(f"identify: {exc!r}")
         return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
                         calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
-                        outcome=pending.outcome, error="; ".join(errors) or None, **fields)
+                        outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,
+                        **fields)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+MAX_FAILURE_LINE = 300
+
+
+def failure_line(report: pytest.TestReport) -> str | None:
+    """The failure's exception line (``AssertionError: ...``), as pytest's short summary
+    shows it: what a reason quotes when a test fails on CPU as well."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None) or (report.longreprtext.strip().splitlines() or [""])[-1]
+    line = " ".join(str(message).split())
+    return line[:MAX_FAILURE_LINE] or None
 
 
 def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:

@@ -37,7 +37,8 @@ class OpRecord:
     module: str | None = None
     aten: tuple[str, ...] = ()
     outcome: str | None = None
-    error: str | None = None
+    error: str | None = None  # what went wrong with the capture itself, not the test
+    failure: str | None = None  # the test's own failure on CPU: its exception line (captured records)
     calls: tuple[str, ...] = ()  # call keys (op + input dtypes), captured records only
     examples: Mapping[str, str] = field(default_factory=dict)  # call key -> replayable example (JSON)
 

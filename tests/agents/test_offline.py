@@ -173,6 +173,19 @@ BUCKET_CASES = [
     (BACKEND, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "excludes"),
     (PLAIN, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "needs the compile hook"),
     (PLAIN, breq(source="s = x.to_sparse()\n"), "skip", (), (), False, "needs the sparse hook"),
+    # sparse_dim() answers 0 for a dense tensor: calling it is no need for sparse (issue 22).
+    (PLAIN, breq(aten_ops=("aten::sparse_dim", "aten::add.Tensor")), "mandatory_success", (), (), False, "Mandatory"),
+    (PLAIN, breq(aten_ops=("aten::_sparse_coo_tensor_with_dims_and_tensors",)), "skip", (), (), False,
+     "needs the sparse hook"),
+    # Every instance the capture ran on CPU failed: the test fails upstream too (numpy 2 removed
+    # np.msort), whatever the device does; an instance CPU skipped says nothing.
+    (BACKEND, breq(cpu_outcomes=("failed", "failed", "skipped"), aten_ops=("aten::sort",),
+                   cpu_failure="AttributeError: module 'numpy' has no attribute 'msort'"), "xfail", (), (), False,
+     "fails on CPU too, the reference device: all 2 instance(s) the capture ran there failed (`AttributeError: module"),
+    (BACKEND, breq(cpu_outcomes=("failed", "passed"), aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (),
+     False, "Mandatory"),
+    (BACKEND, breq(cpu_outcomes=("skipped",), aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (), False,
+     "Mandatory"),
     (PLAIN, breq(source="q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)\n"), "skip", (), (), False,
      "needs the quantized hook"),
     (PLAIN, breq(source="n = torch.nested.nested_tensor([a, b])\n"), "skip", (), (), False, "nested hook"),
@@ -336,6 +349,16 @@ def test_refine_rules(request_: BucketRequest, before: str, records: tuple[Execu
     assert (record.needs_review, record.missing) == (review, missing)
     assert fragment in record.reason, record.reason
     assert record.brain == "offline" and record.evidence
+
+
+def test_refine_keeps_the_finding_that_it_fails_on_cpu_too() -> None:
+    """The bucket stage saw every CPU instance fail; the device fails it too: the reason says
+    both, so nobody reads it as the backend's gap."""
+    [static] = brain().bucket([breq(cpu_outcomes=("failed",), cpu_failure="AssertionError: 3.0 != 2.0")], ctx())
+    failed = rec("test_a_curatedev", "failed", "failed", cls="numerical_mismatch", msg=MSG_CLOSE)
+    [record] = brain().refine([RefineRequest(breq(), static, (failed,))], ctx())
+    assert record.mode == "xfail_strict"
+    assert "as on CPU, the reference device (1 of 1 instance(s) failed): the failure is not the backend's" in record.reason
 
 
 def test_refine_only_proposes_promoting_a_decision_from_the_config() -> None:

@@ -80,6 +80,8 @@ def test_capture_then_look_up_tests_for_an_op(captured: Path, tmp_path: Path) ->
     # A test running its own dispatch mode still passes, and its ops are still seen.
     assert {"aten::ones", "aten::mul.Tensor"} <= set(lines["test_own_mode_cpu_float32"]["aten"])
     assert lines["test_fails_cpu"]["outcome"] == "failed" and "aten::neg" in lines["test_fails_cpu"]["aten"]
+    # The failure's exception line, what a reason quotes when a test fails on CPU too.
+    assert lines["test_fails_cpu"]["failure"].startswith("AssertionError") and lines["test_skips_cpu"]["failure"] is None
     assert lines["test_skips_cpu"]["outcome"] == "skipped"
     assert all(rec["error"] is None for rec in lines.values())
 

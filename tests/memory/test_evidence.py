@@ -19,7 +19,7 @@ RECORDS = [
     OpRecord(f"{OPS}::TestCommonCPU::test_out_add_cpu_float32", "TestCommon::test_out", "captured", "cpu", "float32",
              "add", aten=("aten::add.out", "aten::empty"), outcome="passed"),
     OpRecord(f"{OPS}::TestCommonCPU::test_out_mul_cpu_int64", "TestCommon::test_out", "captured", "cpu", "int64", "mul",
-             aten=("aten::mul.out",), outcome="failed"),
+             aten=("aten::mul.out",), outcome="failed", failure="AssertionError: Tensor-likes are not equal!"),
     OpRecord(f"{OPS}::test_plain", "test_plain", "static"),
 ]
 
@@ -34,6 +34,8 @@ def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
     assert out.cpu == {f"{OPS}::TestCommonCPU::test_out_add_cpu_float32": "passed",
                        f"{OPS}::TestCommonCPU::test_out_mul_cpu_int64": "failed"}
     assert len(out.instances) == 2
+    assert out.cpu_failure == "AssertionError: Tensor-likes are not equal!"
+    assert TestEvidence.from_json(json.loads(json.dumps(out.to_json()))) == out
 
 
 def test_gather_lists_each_member_of_a_dtype_pair() -> None:
@@ -47,7 +49,9 @@ def test_gather_lists_each_member_of_a_dtype_pair() -> None:
 def test_write_then_read_round_trips_and_keeps_the_file_format(tmp_path: Path) -> None:
     path = write_evidence(tmp_path / "evidence.json", gather(RECORDS))
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "dtypes", "instances", "modules", "ops"]
+    assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "cpu_failure", "dtypes", "instances", "modules",
+                                                            "ops"]
+    assert "cpu_failure" not in data[f"{OPS}::test_plain"]  # only when a CPU instance failed
     assert read_evidence(path) == gather(RECORDS)
 
 
