@@ -68,7 +68,8 @@ def eval_cmd(
         todo = unrun(observed(run), StoredSource().predict(run))
         err.print(f"running {len(todo)} test(s) the draft did not execute ...", markup=False)
         ran = execute_unrun(run, todo, workers=workers)
-        err.print(f"{ran} variant(s) ran", markup=False)
+        err.print(f"{ran['executed']} variant(s) executed, {ran['skipped']} skipped (by the test itself or the "
+                  "profile's capabilities)", markup=False)
     result = compare(run, [SOURCES[n]() for n in dict.fromkeys(names)])
     if as_json:
         typer.echo(json.dumps(result, indent=1, sort_keys=True))

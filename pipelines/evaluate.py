@@ -37,6 +37,10 @@ from testcurator.runner.records import read_jsonl
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, TestKey
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
+#: The verdicts that say a prediction was wrong, as the summary words them (each test named).
+WRONG = {"lost_coverage": "skip(s) that pass on the device (lost coverage)",
+         "wasted": "mandatory_success that fail (wasted device time)",
+         "passes_anyway": "xfail(s) that pass"}
 EXEC = ("exec", "results.jsonl")
 EXTRA_EXEC = ("eval", "exec", "results.jsonl")
 
@@ -158,15 +162,20 @@ def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
 def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, Sequence[ExecutionRecord]]) -> dict[str, Any]:
     """Per predicted mode, how many tests got each verdict; and the totals."""
     table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
-    for key, prediction in predictions.items():
-        table.setdefault(prediction.mode, Counter())[judge(prediction, truth.get(key, ()))] += 1
+    wrong: dict[str, list[str]] = {verdict: [] for verdict in WRONG}
+    for key, prediction in sorted(predictions.items()):
+        verdict = judge(prediction, truth.get(key, ()))
+        table.setdefault(prediction.mode, Counter())[verdict] += 1
+        if verdict in wrong:
+            wrong[verdict].append(str(key))
     total: Counter[str] = Counter()
     for counts in table.values():
         total.update(counts)
     judged = sum(total[v] for v in VERDICTS if v != "not_run")
     return {"per_mode": {m: {v: c.get(v, 0) for v in VERDICTS} | {"decided": sum(c.values())} for m, c in table.items()},
             "total": {v: total.get(v, 0) for v in VERDICTS} | {"decided": sum(total.values())},
-            "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None}
+            "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None,
+            "wrong": wrong}
 
 
 def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], keys: Iterable[TestKey]) -> list[TestKey]:
@@ -200,15 +209,18 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
     for s in sources:
         t = result["sources"][s]["total"]
         share = result["sources"][s]["held_share"]
-        lines.append(f"- {s}: {t['lost_coverage']} skip(s) that pass on the device (lost coverage), {t['wasted']} "
-                     f"mandatory_success that fail (wasted device time), {t['passes_anyway']} xfail(s) that pass; "
-                     f"held {'n/a' if share is None else f'{share:.0%}'} of {result['sources'][s]['judged']} judged")
+        counted = ", ".join(f"{t[verdict]} {words}" for verdict, words in WRONG.items())
+        lines.append(f"- {s}: {counted}; held {'n/a' if share is None else f'{share:.0%}'} of "
+                     f"{result['sources'][s]['judged']} judged")
+        for verdict, names in result["sources"][s].get("wrong", {}).items():
+            lines += [f"  - {verdict}: `{name}`" for name in names]
     return lines
 
 
-def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, timeout: float = 300.0) -> int:
+def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, timeout: float = 300.0) -> Counter[str]:
     """Run ``keys`` (``file::Class::test``) once on the device, every one as mandatory, into
-    ``eval/exec``; returns how many variants ran. The curated configs are not touched."""
+    ``eval/exec``; returns how many variants executed and how many were skipped (by the test
+    itself or by the profile's capabilities). The curated configs are not touched."""
     from testcurator.config.editor import ConfigEditor, EntrySpec
     from testcurator.pipelines import emit
     from testcurator.config.layout import config_path, raw_path
@@ -217,7 +229,7 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
     from testcurator.runner.execute import execute
 
     if not keys:
-        return 0
+        return Counter()
     ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
                             state_dir=run.state_dir)
     config = run.run_dir / "eval" / "config"
@@ -232,4 +244,4 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
     spec = RunSpec(out_dir=out, config=config, torch_root=ctx.torch_root, device=ctx.device,
                    backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
                    env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
-    return len(execute(spec).records)
+    return Counter("skipped" if r.outcome == "skipped" else "executed" for r in execute(spec).records)

@@ -57,6 +57,9 @@ def test_table_counts_per_mode_and_renders_side_by_side() -> None:
     assert lines[0].startswith("| predicted mode | offline: decided") and "llm: decided" in lines[0]
     assert "| skip | 0 / 0 / 0 / 0 / 0 | 3 / 0 / 2 / 0 / 1 |" in lines
     assert any(line.startswith("- llm: 2 skip(s) that pass on the device (lost coverage), 1 mandatory_success") for line in lines)
+    # Every wrong prediction is named (issue 22: "1 skip(s) that pass" said nothing about which).
+    assert bad["wrong"] == {"lost_coverage": ["f::A::a", "f::A::c"], "wasted": ["f::A::b"], "passes_anyway": []}
+    assert "  - lost_coverage: `f::A::c`" in lines and "  - wasted: `f::A::b`" in lines
     assert unrun(truth, [K("f::A::a"), K("f::A::d")]) == [K("f::A::d")]
 
 
