@@ -115,7 +115,8 @@ def _literal_dtypes(args: list[ast.expr], into: set[str]) -> set[str] | None:
 
 @lru_cache(maxsize=1)
 def variant_names() -> frozenset[str]:
-    """OpInfo and ModuleInfo names as formatted in instantiated test names."""
+    """OpInfo and ModuleInfo names as formatted in instantiated test names, and their own
+    names (dots as underscores)."""
     try:
         from torch.testing._internal import common_methods_invocations, common_modules
     except Exception:  # noqa: BLE001  (a torch without its testing package: no suggestions from it)
@@ -128,7 +129,9 @@ def variant_names() -> frozenset[str]:
                 infos.extend(value)
     names: set[str] = set()
     for info in infos:
-        formatted = getattr(info, "formatted_name", None)
-        if isinstance(formatted, str) and formatted:
-            names.add(formatted)
+        # An edit may name one variant (formatted_name, ``div_no_rounding_mode``) or the OpInfo
+        # itself (``div``: every variant, as the plugin matches it).
+        for name in (getattr(info, "formatted_name", None), getattr(info, "name", None)):
+            if isinstance(name, str) and name:
+                names.add(name.replace(".", "_"))
     return frozenset(names)

@@ -18,6 +18,7 @@ from testcurator.config.levels import TreeProblem, level2, load_for_levels
 from testcurator.config.loader import ResolvedEntry, validate
 from testcurator.errors import Problem
 from testcurator.names import split_dtypes
+from testcurator.plugin.curate import wholly_skipped
 from testcurator.runner.collect import CollectedTest, collect_files
 
 
@@ -46,7 +47,12 @@ def level3(paths: Sequence[Path], *, torch_root: Path | None, allow_outside_root
     for f in files:
         real = os.path.realpath(f.resolved_path)
         if real in broken:
-            result.problems.append(Problem(f.location, f"{f.resolved_path.name} does not collect: {broken[real].summary}"))
+            if wholly_skipped(f):  # the pipeline's decision for a file that does not import
+                result.notes.append(f"{f.resolved_path.name} does not collect ({broken[real].summary}); the config "
+                                    "skips it as a whole")
+            else:
+                result.problems.append(Problem(f.location,
+                                               f"{f.resolved_path.name} does not collect: {broken[real].summary}"))
             continue
         generics: dict[str, list[CollectedTest]] = {}
         for t in by_file.get(real, []):

@@ -63,7 +63,7 @@ CONFIG = textwrap.dedent(
               edits: {ops: {exclude: [{name: add}]}}
             - names: [TestOldViewOps::test_op]
               mode: mandatory_success
-              edits: {ops: {exclude: [{name: no_such_op}]}}
+              edits: {ops: {exclude: [{name: no_such_op}, {name: div}, {name: div_no_rounding_mode}]}}
     """
 )
 
@@ -121,10 +121,16 @@ def test_level_3_reports_a_file_that_does_not_collect(tmp_path: Path, capsys: py
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "test_skew.py").write_text("from torch.testing._internal.common_device_type import onlyOnCPUAndCUDA\n")
     config = tmp_path / "c.yaml"
-    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/test_skew.py\n")
+    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/test_skew.py\n"
+                      "      unlisted_test_mode: mandatory_success\n")
     assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "2"]) == 0
     assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 2
     assert "test_skew.py does not collect: ImportError: cannot import name 'onlyOnCPUAndCUDA'" in capsys.readouterr().err
+    # Skipped as a whole (what the pipeline writes for a file that does not import): valid, with a note.
+    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/test_skew.py\n")
+    assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "test_skew.py does not collect (ImportError: cannot import name 'onlyOnCPUAndCUDA'" in captured.out + captured.err
 
 
 PAIRS = textwrap.dedent(

@@ -17,6 +17,7 @@ from testcurator.config.profile import BackendProfile
 from testcurator.memory.stage import IMPORT_ERRORS, collect_static
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.steps import file_reason
+from testcurator.pipelines.validate_tree import level3
 
 # Our own file in PyTorch's style, importing a decorator this torch does not have.
 BROKEN = '''
@@ -77,6 +78,11 @@ def test_a_file_that_does_not_import_gets_one_file_level_skip(tmp_path: Path) ->
         line.lstrip("# ") for line in text.splitlines())
     assert "mandatory_success" not in text
     assert list(sidecar["test/test_broken.py"]) == [emitter.FILE_DECISION]  # the decision, no test entries
+    # The tool agrees with itself (issue 22): validate --level 3 accepts the pipeline's own
+    # file-level skip of a file that does not collect, with a note.
+    checked = level3([path], torch_root=root)
+    assert checked.problems == []
+    assert any("test_broken.py does not collect" in n and "skips it as a whole" in n for n in checked.notes)
 
 
 def test_a_file_that_imports_again_loses_its_file_level_skip(tmp_path: Path) -> None:
