@@ -64,6 +64,12 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     scope_fallbacks = [{"file": d.path, "test": None, "mode": "keep" if d.keep else "drop", "reason": d.reason}
                        for d in scope if "->" in d.brain]
     verify_records = _records(store.path("verify", "results.jsonl"))
+    memory = store.read_json("memory.json", {})
+    # A file that does not import is skipped as a whole and marked NEEDS REVIEW in its config:
+    # counted with the rest, so the summary's number is the sections' below.
+    review += [{"file": rel, "test": None, "mode": "skip", "missing": ["a file that imports on this torch"],
+                "reason": f"the whole file is skipped: it does not import ({error})"}
+               for rel, error in sorted(((memory or {}).get("import_errors") or {}).items())]
     return {
         "backend": ctx.profile.name, "device": ctx.device, "torch_root": str(ctx.torch_root),
         "run": run_identity(ctx.torch_root), "decided_by": stage, "totals": {m: totals.get(m, 0) for m in MODES},
@@ -72,7 +78,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "scope": [{"path": d.path, "keep": d.keep, "reason": d.reason} for d in scope],
         "needs_review": review, "llm_fallbacks": fallbacks + scope_fallbacks, "brains": dict(brains),
         "usage": ctx.brain.usage.as_dict(), "timings_s": ordered_timings(store.read_json("timings.json", {})),
-        "memory": store.read_json("memory.json", {}), "probe": store.read_json("probe.json"),
+        "memory": memory, "probe": store.read_json("probe.json"),
         "probe_overturned": sorted(overruled),
         "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
@@ -247,6 +253,11 @@ def _held_back_md(title: str, groups: Mapping[str, list[dict[str, Any]]], exampl
     return lines
 
 
+def _review_name(item: Mapping[str, Any]) -> str:
+    """``file::Class::test``, or the file alone for a decision about the whole file."""
+    return f"{item['file']}::{item['test']}" if item.get("test") else item["file"]
+
+
 def _markdown(data: Mapping[str, Any]) -> str:
     lines = [f"# testcurator run: {data['backend']} ({data['device']})", "", *_summary(data)]
     lines += ["", "## Per file", "", "| file | config | " + " | ".join(MODES) + " |", "|---|---|" + "---:|" * len(MODES)]
@@ -275,7 +286,7 @@ def _markdown(data: Mapping[str, Any]) -> str:
                         if overruled else ""))
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
-    lines += [f"- `{r['file']}::{r['test']}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
+    lines += [f"- `{_review_name(r)}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
     fallbacks = data.get("llm_fallbacks", [])
     if fallbacks:
         lines += ["", f"## LLM answers rejected by the rails ({len(fallbacks)}), decided by the offline brain", ""]

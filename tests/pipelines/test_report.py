@@ -134,3 +134,13 @@ def test_files_that_do_not_import_are_listed() -> None:
     md = _markdown(data)
     assert "## Files that do not import (1): skipped as a whole, needs review" in md
     assert "- `test/test_old.py`: ImportError: cannot import name 'gone'" in md
+
+
+def test_a_whole_file_under_review_is_counted_and_named_as_a_file() -> None:
+    """The summary's "needs review" counts what the sections below mark so (issue 22: "needs
+    review: 0" above a file "skipped as a whole, needs review")."""
+    item = {"file": "test/test_old.py", "test": None, "mode": "skip", "missing": [],
+            "reason": "the whole file is skipped: it does not import (ImportError: cannot import name 'gone')"}
+    md = _markdown({**_data(None), "needs_review": [item]})
+    assert "- needs review: 1;" in md
+    assert "- `test/test_old.py` (skip): the whole file is skipped: it does not import" in md
