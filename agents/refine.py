@@ -16,7 +16,7 @@ from pathlib import Path
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
 from testcurator.runner.records import TestRecord
-from testcurator.vocab import TestKey
+from testcurator.vocab import UNEXPECTED_PASS, TestKey
 
 
 def _rel(nodeid: str, root: Path) -> str:
@@ -32,10 +32,14 @@ def execution_record(rec: TestRecord) -> ExecutionRecord:
     attempts = max(1, rec.attempts)
     if rec.flaky:
         outcomes = ("failed",) * (attempts - 1) + ("passed",)
+    elif rec.failure_class == UNEXPECTED_PASS:  # a strict xfail that passed: pytest's "failed"
+        outcomes = ("xpassed",) * attempts
     else:
         outcomes = (rec.outcome,) * attempts
+    passed = rec.failure_class == UNEXPECTED_PASS
     return ExecutionRecord(variant=rec.nodeid, outcomes=outcomes, dtype=rec.dtype, op=rec.op, module=rec.module,
-                           failure_class=rec.failure_class, message=rec.evidence or "", params=rec.params)
+                           failure_class=None if passed else rec.failure_class, message="" if passed else rec.evidence or "",
+                           params=rec.params)
 
 
 def group_records(records: Sequence[TestRecord], root: Path) -> dict[TestKey, list[ExecutionRecord]]:

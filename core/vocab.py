@@ -49,8 +49,11 @@ HARD_OUTCOMES: frozenset[str] = frozenset({"crashed", "timeout"})
 # --- failure classes ---------------------------------------------------------------------
 FAILURE_CLASSES: tuple[str, ...] = (
     "unsupported_op", "unsupported_dtype", "numerical_mismatch", "crash", "timeout",
-    "transient", "test_error", "unknown",
+    "transient", "test_error", "unknown", "unexpected_pass",
 )
+#: An ``xfail_strict`` test that passed: pytest reports it ``failed`` (it fails the run), but
+#: the test itself passed; evidence of a pass, never of a failure.
+UNEXPECTED_PASS = "unexpected_pass"
 #: A pytest that did not do its job (usage or internal error, interrupt, results cut short):
 #: recorded against the invocation, never a test (runner/reconcile.py); exit code 3.
 INFRASTRUCTURE = "infrastructure"

@@ -3,6 +3,10 @@
 ``classify(text, outcome=..., returncode=...)`` tries the rules of :data:`RULES` in order;
 the first that matches wins. Order matters and is deliberate:
 
+0. ``unexpected_pass``: an ``xfail_strict`` test passed; pytest reports it failed with
+   ``[XPASS(strict)] <the config's reason>``, and that reason may quote an error: no rule
+   below may read it as the failure.
+
 1. ``timeout``: the runner's hang guard fired (``Timeout (0:00:03)!`` from faulthandler,
    or pytest-timeout's ``Failed: Timeout``), or the runner says so.
 2. ``crash``: the process died under the test: ``Fatal Python error: Segmentation fault``
@@ -109,6 +113,21 @@ def _signal_name(returncode: int | None) -> str | None:
         return _signal.Signals(-returncode).name
     except ValueError:
         return f"signal {-returncode}"
+
+
+# -- 0. a strict xfail that passed ------------------------------------------------------
+_XPASS_STRICT = re.compile(r"^\[XPASS\(strict\)\] ?(?P<reason>[^\n]*)", re.M)
+
+
+def _unexpected_pass(inp: _Input) -> Classification | None:
+    # pytest fails the test with the xfail's own reason as its text: the error quoted in that
+    # reason (a missing kernel, say) is what was expected, not what happened.
+    match = _XPASS_STRICT.search(inp.full)
+    if match is None:
+        return None
+    reason = match.group("reason").strip()
+    return Classification("unexpected_pass", _clip("passed, but the config expects it to fail (xfail_strict)"
+                                                   + (f": {reason}" if reason else "")))
 
 
 # -- 1. timeout -------------------------------------------------------------------------
@@ -300,7 +319,7 @@ def _unknown(inp: _Input) -> Classification:
 
 
 RULES: Sequence[Rule] = (
-    _timeout, _crash, _transient, _unsupported_dtype, _unsupported_op, _numerical, _test_error,
+    _unexpected_pass, _timeout, _crash, _transient, _unsupported_dtype, _unsupported_op, _numerical, _test_error,
 )
 
 

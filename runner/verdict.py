@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.records import TestRecord
+from testcurator.vocab import UNEXPECTED_PASS
 
 HELD, NOT_HELD, BAD_INPUT, INFRASTRUCTURE_FAILED = 0, 1, 2, 3
 _NAMED = 10
@@ -49,13 +50,19 @@ class Verdict:
                        "give --allow-empty if that is expected")
         if self.failures:
             out.append(f"NOT HELD: {len(self.failures)} mandatory failure(s) or strict unexpected pass(es):")
-            out += [f"  {r.nodeid}: {r.outcome}" + (f" [{r.failure_class}] {_first(r.evidence)}" if r.failure_class else "")
-                    for r in self.failures[:_NAMED]]
+            out += [_failure_line(r) for r in self.failures[:_NAMED]]
             if len(self.failures) > _NAMED:
                 out.append(f"  ... and {len(self.failures) - _NAMED} more")
         verdict = {HELD: "held", NOT_HELD: "did NOT hold", INFRASTRUCTURE_FAILED: "could not be checked"}[self.code]
         out.append(f"the curated suite {verdict} ({self.tests} test(s) ran; exit {self.code}); results: {where}")
         return out
+
+
+def _failure_line(record: TestRecord) -> str:
+    if record.failure_class == UNEXPECTED_PASS:  # pytest's "failed": the test passed
+        return f"  {record.nodeid}: unexpected pass: {_first(record.evidence)}"
+    return f"  {record.nodeid}: {record.outcome}" + (
+        f" [{record.failure_class}] {_first(record.evidence)}" if record.failure_class else "")
 
 
 def _first(text: str | None) -> str:

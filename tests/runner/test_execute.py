@@ -216,3 +216,28 @@ def test_pytest_config_comes_from_the_tree_not_the_state_dir(tmp_path: Path) -> 
     got = {r.nodeid: r for r in execute(spec).records}
     assert list(got) == ["test/test_here.py::test_ok"]  # relative to the tree: its rootdir
     assert got["test/test_here.py::test_ok"].outcome == "passed"
+
+
+STRICT_XPASS = """
+import pytest
+
+
+@pytest.mark.xfail(strict=True, reason="Could not run 'aten::unfold' with arguments from the 'dev' backend")
+def test_now_passes():
+    pass
+"""
+
+
+def test_a_strict_xfail_that_passes_is_an_unexpected_pass(tmp_path: Path) -> None:
+    """pytest fails it with the xfail's reason as its text; that reason quotes a missing kernel,
+    which once made the record read ``failed [unsupported_op] Could not run 'aten::unfold'``."""
+    from testcurator.runner.verdict import verdict
+
+    got = _run(tmp_path, _write(tmp_path, "test_xpass.py", STRICT_XPASS), timeout=60, retries=0)
+    record = got["test_xpass.py::test_now_passes"]
+    assert (record.outcome, record.failure_class) == ("failed", "unexpected_pass")
+    assert record.evidence.startswith("passed, but the config expects it to fail (xfail_strict): Could not run")
+    result = verdict(got.values())
+    assert result.code == 1
+    assert any(line.startswith("  test_xpass.py::test_now_passes: unexpected pass: passed, but the config expects")
+               for line in result.lines("r"))
