@@ -4,6 +4,7 @@ previous decision, tabled in agents/offline.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -154,6 +155,22 @@ class Outcome:
                         exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules, exclude_params=params)
 
 
+# How the plugin words a skip the config itself decided (config/apply.py): an edit's
+# exclusion, or a capability the profile does not declare; the config's place follows.
+_OWN_SKIP = re.compile(r"^(?P<what>.+? (?P<how>excluded by edits|is not in supported_(?:dtypes|ops)|is not supported "
+                       r"for dtype \w+))(?: \(|$)")
+
+
+def _own_skip(message: str) -> str | None:
+    """``dtype float64 excluded by edits`` -> what excluded it and whence; None: not the config's."""
+    match = _OWN_SKIP.match(message.removeprefix("Skipped: "))
+    if match is None:
+        return None
+    whence = "the draft's own edit of this test" if match["how"] == "excluded by edits" else (
+        "the profile's declared capabilities")
+    return f"`{match['what']}` ({whence})"
+
+
 def _on_cpu_too(prev: Decision) -> str:
     """The capture's finding that the test fails on CPU as well, kept beside the device's."""
     cpu = next((e.removeprefix(CPU_FAILED) for e in prev.evidence if e.startswith(CPU_FAILED)), None)
@@ -255,9 +272,13 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
         if prev.mode == "skip":
             return prev
         skipped = variants[0].rec  # rule skipped
+        lines = (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE])
+        own = [_own_skip(v.rec.message) for v in variants]
+        if all(own):  # the draft config's exclusions or the profile's capabilities, not the test
+            return decision(prev.test, "skip", f"Skip: every variant was skipped by the draft config itself, never run "
+                            f"on the device: {'; '.join(dict.fromkeys(w for w in own if w))}.", lines)
         return decision(prev.test, "skip", f"Skip: every variant was skipped on the device by the test itself "
-                        f"({quote(skipped.message) if skipped.message else 'no reason given'}).",
-                        (f"{v.rec.variant}: {'/'.join(v.rec.outcomes)}" for v in variants[:MAX_EVIDENCE]))
+                        f"({quote(skipped.message) if skipped.message else 'no reason given'}).", lines)
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
     params = _param_split(unexplained, usable)

@@ -37,9 +37,15 @@ def execution_record(rec: TestRecord) -> ExecutionRecord:
     else:
         outcomes = (rec.outcome,) * attempts
     passed = rec.failure_class == UNEXPECTED_PASS
+    message = "" if passed else rec.evidence or (_skip_reason(rec.failure_text) if rec.outcome == "skipped" else "")
     return ExecutionRecord(variant=rec.nodeid, outcomes=outcomes, dtype=rec.dtype, op=rec.op, module=rec.module,
-                           failure_class=None if passed else rec.failure_class, message="" if passed else rec.evidence or "",
-                           params=rec.params)
+                           failure_class=None if passed else rec.failure_class, message=message, params=rec.params)
+
+
+def _skip_reason(text: str | None) -> str:
+    """A skip's reason, as pytest gave it (``Skipped: <reason>``), on one line."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line.removeprefix("Skipped: ")
 
 
 def group_records(records: Sequence[TestRecord], root: Path) -> dict[TestKey, list[ExecutionRecord]]:

@@ -328,6 +328,15 @@ REFINE_CASES = [
     (PLAIN_TEST, "mandatory_success", (P_PLAIN,), "mandatory_success", (), (), False, (), "confirmed on the device"),
     (PLAIN_TEST, "mandatory_success", (SKIPPED,), "skip", (), (), False, (),
      "skipped on the device by the test itself"),
+    # Skipped by the draft config's own exclusion, not by the test (issue 22: that was called
+    # "skipped on the device by the test itself (no reason given)").
+    (PLAIN_TEST, "mandatory_success", (rec("test_zeros_curatedev_float64", "skipped",
+                                           msg="dtype float64 excluded by edits (/s/exec_config/t.yaml:9:11)"),
+                                       rec("test_zeros_curatedev_complex64", "skipped",
+                                           msg="dtype complex64 is not in supported_dtypes (/s/exec_config/t.yaml)")),
+     "skip", (), (), False, (), "skipped by the draft config itself, never run on the device: `dtype float64 excluded "
+     "by edits` (the draft's own edit of this test); `dtype complex64 is not in supported_dtypes` "
+     "(the profile's declared capabilities)"),
     (PLAIN_TEST, "skip", (P_PLAIN,), "skip", (), (), True, ("promotion proposed: passes on the device",),
      "Earlier reason."),
     (breq("TestX::test_calls_gap", aten_ops=("aten::_scaled_mm",)), "xfail_strict", (P_PLAIN,), "xfail", (), (),
