@@ -3,8 +3,8 @@
 The capability probe (pipelines/probe.py) replayed every call (op overload x input dtypes)
 the test made on CPU on the device; :class:`~testcurator.memory.capability.ProbeEvidence`
 says which of them the device lacks and which instances make them. As the refine stage would
-after running it: every kept instance fails -> ``xfail_strict`` (``skip`` if a call crashes
-the process); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
+after running it: every kept instance fails -> ``xfail_strict`` (``xfail`` if a call crashes
+the process: the replay's example inputs are not the test's, and the draft confirms); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
 (the ``Draft`` carries them to the mode a later rule gives); otherwise ``xfail``, for review.
 A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend.
 """
@@ -95,9 +95,13 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
                         **_edits(d))
     if any(probe.gaps[c][0] == "crash" for c in calls):
         crash = next(c for c in calls if probe.gaps[c][0] == "crash")
-        return decision(req.test, "skip", f"Skip: the probe's replay of {crash} crashed the process "
-                        f"({quote(probe.gaps[crash][1], 120)}), and every instance makes that call; a crash takes "
-                        "down the worker running the shard.", _gap_lines(probe, calls))
+        # Not skip: the replay's inputs are an example of the test's (an out= tensor of another
+        # size crashed where the test's own call passed, on OpenReg), and the runner survives a
+        # crash; refine skips the test when the draft confirms it.
+        return decision(req.test, "xfail", f"Xfail: the probe's replay of {crash} crashed the process "
+                        f"({quote(probe.gaps[crash][1], 120)}), and every instance makes that call; the draft runs "
+                        "it to confirm (a crash is recorded and the run goes on).", _gap_lines(probe, calls),
+                        **_edits(d))
     more = f" and {len(calls) - 1} more failing call(s)" if len(calls) > 1 else ""
     return decision(req.test, "xfail_strict", f"Xfail strict: {said}{more}, and every instance makes such a call, "
                     f"so it fails until the device supports it; an unexpected pass will signal promotion{d.clause()}.",

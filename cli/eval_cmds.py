@@ -71,6 +71,10 @@ def eval_cmd(
         err.print(f"{ran['executed']} variant(s) executed, {ran['skipped']} skipped (by the test itself or the "
                   "profile's capabilities)", markup=False)
     result = compare(run, [SOURCES[n]() for n in dict.fromkeys(names)])
+    from testcurator.pipelines.reason_check import check_run, to_json
+
+    contradictions = check_run(run.run_dir, run.out_dir / "configs", run.torch_root, run.files)
+    result["reason_check"] = to_json(contradictions)
     if as_json:
         typer.echo(json.dumps(result, indent=1, sort_keys=True))
         return
@@ -78,6 +82,9 @@ def eval_cmd(
     out.print(f"{run_path}: {result['tests_observed']} test(s) with results on the device", markup=False)
     for line in markdown(result):
         out.print(line, markup=False)
+    out.print(f"- reasons contradicted by the results: {len(contradictions)}", markup=False)
+    for found in contradictions:
+        out.print(f"  - {found.line()}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -178,6 +178,7 @@ def verify(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         return {"verified": False}
     with store.timed("verify"):
         steps.verify(ctx, store)
+    steps.check_reasons(ctx, store, list(state.get("files", [])))
     return {"verified": True}
 
 

@@ -82,6 +82,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "probe_overturned": sorted(overruled),
         "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
+        "reason_check": store.read_json("reason_check.json"),
         **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
 
@@ -226,7 +227,9 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
              f"- held back: skip {held['skip']}, xfail {held['xfail']}, xfail_strict {held['xfail_strict']}"
              + (f"; most common reason: {_cell(top[0]['reason'])} ({top[0]['count']})" if top else ""),
              f"- needs review: {len(data['needs_review'])}; human edits contradicted by execution: "
-             f"{len((data.get('emit') or {}).get('conflicts', []))}"]
+             f"{len((data.get('emit') or {}).get('conflicts', []))}"
+             + ("" if data.get("reason_check") is None else
+                f"; reasons contradicted by the results: {len(data['reason_check'])}")]
     timings = data.get("timings_s") or {}
     lines += ["", "| run | |", "|---|---|",
               f"| torch | {run.get('torch_version', '?')} |",
@@ -285,6 +288,11 @@ def _markdown(data: Mapping[str, Any]) -> str:
                         + (f" and {len(overruled) - EXAMPLES} more" if len(overruled) > EXAMPLES else "") + ")"
                         if overruled else ""))
     lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
+    if data.get("reason_check"):
+        from testcurator.pipelines.reason_check import Contradiction
+
+        lines += ["", f"## Reasons the results contradict ({len(data['reason_check'])})", ""]
+        lines += [f"- {_cell(Contradiction(**c).line())}" for c in data["reason_check"]]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
     lines += [f"- `{_review_name(r)}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
     fallbacks = data.get("llm_fallbacks", [])

@@ -282,3 +282,13 @@ def verify(ctx: RunContext, store: RunStore) -> None:
     })
     ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
             + (f" ({len(flaky)} passed only on retry)" if flaky else ""))
+
+
+def check_reasons(ctx: RunContext, store: RunStore, files: Sequence[str]) -> None:
+    """Every emitted entry's reason against the run's results (pipelines/reason_check.py):
+    ``reason_check.json`` for the report, and a line with the count."""
+    from testcurator.pipelines import reason_check
+
+    found = reason_check.check_run(store.root, ctx.configs_dir, ctx.torch_root, files)
+    store.write_json("reason_check.json", reason_check.to_json(found))
+    ctx.say(f"reasons: {len(found)} contradict the results" + (f" (first: {found[0].line()})" if found else ""))
