@@ -61,7 +61,7 @@ def eval_cmd(
     llm = {k: v for k, v in {**(meta.get("llm") or {}), "base_url": llm_base_url, "model": llm_model}.items() if v}
     run = EvalRun(run_dir=run_path, torch_root=Path(meta["torch_root"]), profile_path=Path(meta["profile"]),
                   out_dir=Path(meta["out_dir"]), state_dir=Path(meta["state_dir"]), files=tuple(meta["files"]), llm=llm)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if run_unrun:
         from testcurator.pipelines.evaluate import StoredSource
 

@@ -163,6 +163,10 @@ def _item_blocks(lines: Sequence[str], seq: CommentedSeq) -> list[_Block]:
     return blocks
 
 
+def _sort_key(spec: EntrySpec) -> str:
+    return min(spec.names, default="")
+
+
 def _scan_end(lines: Sequence[str], head: int, dash_col: int) -> int:
     end, i = head + 1, head + 1
     while i < len(lines):
@@ -249,7 +253,8 @@ class ConfigEditor:
                unlisted_test_mode: str = "skip") -> None:
         """Make ``specs`` true for ``raw_path``: names move out of their old entries, an
         entry with exactly the same names is rewritten in place (keeping its comment when
-        the spec has no reason), the rest are appended. ``drop`` names are removed."""
+        the spec has no reason), the rest go where a fresh write puts them (by name). ``drop``
+        names are removed."""
         self.ensure_file(raw_path, unlisted_test_mode)
         tree = self._tree()
         fmap = self._files(tree)[self.file_index(raw_path) or 0]
@@ -300,9 +305,15 @@ class ConfigEditor:
             if entry.get("edits"):
                 data["edits"] = to_plain(entry["edits"])
             splices.append((block.start, block.end, old_comment + dump_block([data], block.dash_col)))
-        tail = [line for s in specs for line in render_entry(s, blocks[-1].dash_col)]
-        if tail:
-            splices.append((blocks[-1].end, blocks[-1].end, tail))
+        # A new entry goes where a full run writes it (entries sorted by name), so an update and
+        # a fresh write of the same content are the same bytes: before the first entry whose
+        # name sorts after it, else last.
+        keys = [min((str(n) for n in entry.get("names", [])), default="") for entry in tests]
+        inserts: dict[int, list[str]] = {}
+        for spec in sorted(specs, key=_sort_key):
+            at = next((b.start for b, k in zip(blocks, keys) if k > _sort_key(spec)), blocks[-1].end)
+            inserts.setdefault(at, []).extend(render_entry(spec, blocks[-1].dash_col))
+        splices += [(at, at, new) for at, new in inserts.items()]
         return splices
 
     @staticmethod

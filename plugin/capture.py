@@ -22,6 +22,7 @@ FILE and all parts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -264,6 +265,7 @@ class CapturePlugin:
 
 
 MAX_FAILURE_LINE = 300
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def failure_line(report: pytest.TestReport) -> str | None:
@@ -271,7 +273,7 @@ def failure_line(report: pytest.TestReport) -> str | None:
     shows it: what a reason quotes when a test fails on CPU as well."""
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None) or (report.longreprtext.strip().splitlines() or [""])[-1]
-    line = " ".join(str(message).split())
+    line = " ".join(_ANSI.sub("", str(message)).split())  # torch.load's error is in bold
     return line[:MAX_FAILURE_LINE] or None
 
 
