@@ -61,8 +61,23 @@ def refine_tests(brain: Brain, ctx: BrainContext, requests: Sequence[BucketReque
                  previous: Sequence[Decision], executions: Mapping[TestKey, Sequence[ExecutionRecord]]) -> list[Decision]:
     """Re-bucket one file's tests; tests without results keep their decision unchanged."""
     by_test = {d.test: d for d in previous}
+    # A file the draft ran collects every test it has on the device, even those it skips: a
+    # test with no variant at all does not exist there.
+    ran = {key.file for key in executions}
+    absent = {r.test: not_instantiated(r.test, ctx.backend.device) for r in requests
+              if r.file in ran and r.test in by_test and TestKey.of(r.file, r.test) not in executions}
     refine = [RefineRequest(r, by_test.get(r.test), tuple(executions.get(TestKey.of(r.file, r.test), ())))
-              for r in requests]
-    if not refine:
-        return []
-    return brain.refine(refine, ctx)
+              for r in requests if r.test not in absent]
+    decided = {d.test: d for d in brain.refine(refine, ctx)} if refine else {}
+    return [absent.get(r.test) or decided[r.test] for r in requests]
+
+
+def not_instantiated(test: str, device: str) -> Decision:
+    """The decision for a test the draft's collection did not instantiate on the device at
+    all (``only_for``, ``@onlyOn``, device-specific classes) while its file ran: that fact,
+    not a guess about what it would need there. A skip: there is nothing to run."""
+    return Decision(test=test, mode="skip", brain="execution", prompt_hash=None,
+                    reason=f"Skip: PyTorch instantiates no variant of it for {device} (the draft's collection found "
+                           "none while its file ran: only_for, @onlyOn or a device-specific class), so there is "
+                           "nothing to run there.",
+                    evidence=(f"draft: 0 variants collected on {device}",))

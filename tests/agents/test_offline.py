@@ -479,3 +479,22 @@ def test_refine_excludes_a_failing_module_and_keeps_the_rest() -> None:
     assert decision.mode == "mandatory_success"
     assert decision.exclude_modules == ("nn.LayerNorm",)
     assert "modules nn.LayerNorm excluded" in decision.reason
+
+
+def test_a_test_the_draft_never_instantiated_is_said_to_be_absent() -> None:
+    """Its file ran on the device and collected no variant of it (only_for=("cpu", "cuda")):
+    the reason says so, instead of a guess such as "it needs sparse" (issue 22)."""
+    from testcurator.agents.refine import refine_tests
+    from testcurator.vocab import TestKey
+
+    here, absent = breq("TestX::test_a"), breq("TestX::test_cpu_cuda_only", aten_ops=("aten::sparse_dim",))
+    previous = [prev(here), prev(absent, "skip")]
+    executions = {TestKey.of("test_x.py", "TestX::test_a"): [rec("test_a_curatedev", "passed")]}
+    got = {d.test: d for d in refine_tests(brain(), ctx(), [here, absent], previous, executions)}
+    assert got["TestX::test_a"].mode == "mandatory_success"
+    gone = got["TestX::test_cpu_cuda_only"]
+    assert (gone.mode, gone.brain) == ("skip", "execution")
+    assert gone.reason.startswith("Skip: PyTorch instantiates no variant of it for curatedev")
+    # A file the draft did not run at all says nothing about its tests.
+    other = refine_tests(brain(), ctx(), [breq("TestY::test_b", file="test_y.py")], [], executions)
+    assert other[0].brain == "offline"

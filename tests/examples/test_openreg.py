@@ -153,6 +153,11 @@ def test_curates_a_tree_for_openreg(openreg: None, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["verify"]["mandatory_failures"] == []
+    assert report["reason_check"] == []  # no reason the results contradict
+    # The tool agrees with itself: its configs pass its own strictest validation.
+    checked = subprocess.run([str(TESTCURATOR), "validate", "--level", "3", "--torch-root", str(tree), str(out / "configs")],
+                             capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
     got = _entries(out / "configs")
     modes = {name: entry["mode"] for name, entry in got.items()}

@@ -247,9 +247,17 @@ def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 1.0, max_retries:
 
 
 def run_cli(tree: Path, backend: Path, out: Path, state: Path, *extra: str) -> int:
-    """``testcurator run`` in this process; returns its exit code."""
-    return main(["run", "--torch-root", str(tree), "--backend", str(backend), "--out", str(out),
+    """``testcurator run`` in this process; returns its exit code. Whatever the run wrote must
+    pass ``validate`` at levels 1 and 2 (the tool agrees with itself, issue 22)."""
+    from testcurator.config.levels import level2_problems
+
+    code = main(["run", "--torch-root", str(tree), "--backend", str(backend), "--out", str(out),
                  "--state-dir", str(state), *extra])
+    configs = out / "configs"
+    if code in (0, 1) and any(configs.rglob("*.yaml")):
+        problems = level2_problems([configs], torch_root=tree)
+        assert not problems, "the run's own configs fail validate --level 2:\n" + "\n".join(map(str, problems))
+    return code
 
 
 def config_bytes(configs: Path) -> dict[str, bytes]:
