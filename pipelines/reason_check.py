@@ -85,10 +85,15 @@ def _contradiction(prediction: Prediction, reason: str, variants: Sequence[Execu
     quoted = _QUOTED.search(reason)
     failed = [v for v in variants if v.consistently_failed and v.message]
     if quoted and failed and prediction.mode != "mandatory_success":
-        text = quoted["text"].rstrip(".")[:40]
-        if not any(text in v.message or _same_signal(quoted["text"], v.message) for v in failed):
+        # Reasons quote single-spaced (agents/offline_rules.quote): compare so.
+        text = _spaced(quoted["text"]).rstrip(".")[:40]
+        if not any(text in _spaced(v.message) or _same_signal(quoted["text"], v.message) for v in failed):
             return "error", f"the variants that failed show `{_first(failed[0].message)}`"
     return None
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
 
 
 _SIGNAL = re.compile(r"\bSIG[A-Z]{2,6}\b")

@@ -10,7 +10,8 @@ Options (group ``curate``):
     a test; ``collected`` lists the node ids of the session and, beside them, each one's
     instance key (:func:`testcurator.vocab.instance_key`: what the runner selects and merges
     by, since node ids differ between processes on some backends) and generic name; ``collect_error`` a file
-    that failed to import. Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
+    that failed to import, ``collect_skip`` one skipped as a whole (the config skips every test
+    of a file that does not import). Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
     controller writes ``FILE.controller`` with only xdist's crash reports (``when='???'``,
     "worker 'gw0' crashed while running ..."). Without xdist the process writes ``FILE``.
     Faulthandler output (segfault tracebacks, hang dumps) goes to ``<that file>.fault``.
@@ -176,6 +177,9 @@ class _EventWriter:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.log.write({"event": "collect_error", "nodeid": report.nodeid,
+                            "longrepr": _longrepr_text(report), "pid": os.getpid()})
+        elif report.skipped and report.nodeid.endswith(".py"):  # a file skipped as a whole
+            self.log.write({"event": "collect_skip", "nodeid": report.nodeid,
                             "longrepr": _longrepr_text(report), "pid": os.getpid()})
 
     @pytest.hookimpl(hookwrapper=True)

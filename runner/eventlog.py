@@ -72,6 +72,7 @@ class EventFold:
     tests: dict[str, _TestState] = field(default_factory=dict)
     crash_reports: dict[str, str] = field(default_factory=dict)  # nodeid -> xdist text
     collect_errors: dict[str, str] = field(default_factory=dict)
+    collect_skips: dict[str, str] = field(default_factory=dict)  # files skipped as a whole
     done: dict[str, TestRecord] = field(default_factory=dict)
 
     def feed(self, source: Path, event: dict[str, Any]) -> None:
@@ -85,6 +86,8 @@ class EventFold:
             self.generics.update((k, g) for k, g in zip(event.get("keys") or (), event.get("generics") or ()) if g)
         elif kind == "collect_error":
             self.collect_errors[nodeid] = event.get("longrepr") or ""
+        elif kind == "collect_skip":
+            self.collect_skips[nodeid] = event.get("longrepr") or ""
         elif kind == "start":
             # A retried test starts again in a fresh file; the latest start wins.
             self.tests[nodeid] = _TestState(nodeid, source, dict(event.get("identity") or {}))
@@ -121,7 +124,9 @@ class EventFold:
         return out
 
     def collect_error_records(self) -> dict[str, TestRecord]:
-        out: dict[str, TestRecord] = {}
+        """A record per file that did not collect, and per file skipped as a whole."""
+        out: dict[str, TestRecord] = {nodeid: TestRecord(nodeid=nodeid, outcome="skipped", failure_text=truncate(text, 500))
+                                      for nodeid, text in self.collect_skips.items()}
         for nodeid, text in self.collect_errors.items():
             result = classify(text, outcome="error")
             out[nodeid] = TestRecord(nodeid=nodeid, outcome="error", failure_class=result.failure_class,

@@ -38,6 +38,11 @@ CASES = [
      "'aten::flip' with arguments from the 'openreg' backend`), so an unexpected pass will signal promotion.",
      [_rec("test_dim", "failed", evidence="ValueError: Unknown device type openreg for Dlpack", cls="unknown")],
      "error"),
+    # Quoted single-spaced, as every reason quotes; the error itself had two spaces.
+    ("xfail_strict", "Xfail strict: every variant failed on every attempt with unsupported_dtype (`RuntimeError: Sort "
+     "does not support complex dtypes on CPU`).", [_rec("test_dim", "failed", cls="unsupported_dtype",
+                                                       evidence="RuntimeError:  Sort does not support complex dtypes")],
+     None),
     ("xfail", "Xfail: the probe's replay of aten::nonzero.out(int64,int64) crashed the process (`the process died "
      "(signal SIGSEGV)`), and every instance makes that call.", [_rec("test_dim", "crashed", evidence=SEGV,
                                                                       cls="crash")], None),

@@ -241,3 +241,21 @@ def test_a_strict_xfail_that_passes_is_an_unexpected_pass(tmp_path: Path) -> Non
     assert result.code == 1
     assert any(line.startswith("  test_xpass.py::test_now_passes: unexpected pass: passed, but the config expects")
                for line in result.lines("r"))
+
+
+def test_a_file_the_config_skips_as_a_whole_has_a_record(tmp_path: Path) -> None:
+    """A file that does not import, skipped whole by its config: in results.jsonl as a skip
+    with the reason (issue 22: it was only in the JUnit XML pytest wrote)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "test_broken.py").write_text("from no_such_module import thing\n\ndef test_x():\n    pass\n")
+    (tree / "test_fine.py").write_text("def test_y():\n    pass\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("test_suite_config:\n  unlisted_file_mode: mandatory_success\n  files:\n"
+                      "    - path: ${TORCH_ROOT}/test_broken.py\n", encoding="utf-8")
+    spec = RunSpec(out_dir=tmp_path / "out", config=config, torch_root=tree, paths=(str(tree / "test_broken.py"),
+                   str(tree / "test_fine.py")), timeout=60, retries=0, extra_args=QUIET_PLUGINS)
+    got = {r.nodeid: r for r in read_jsonl(execute(spec).out_dir / "results.jsonl")}
+    assert got["test_fine.py::test_y"].outcome == "passed"
+    broken = got["test_broken.py"]
+    assert broken.outcome == "skipped" and "does not import" in (broken.failure_text or "")
