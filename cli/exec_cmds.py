@@ -161,11 +161,44 @@ def exec_command(
     if labels and config is not None:
         for line in labels_left_out(config, torch_root, spec.extra_args):
             console.print(line, markup=False)
+    if config is not None and not (paths or shard or group or tier or labels):  # the whole config ran
+        for line in stale_lines(config, torch_root, records):
+            console.print(line, markup=False)
     result = verdict(records, allow_empty=allow_empty)
     for line in result.lines(str(out / "results.jsonl")):
         console.print(line, markup=False)
     if result.code:
         raise typer.Exit(result.code)
+
+
+STALE_SHOWN = 10
+
+
+def stale_lines(config: Path, torch_root: Optional[Path], records: Sequence[TestRecord]) -> list[str]:
+    """Config entries that name no test the run collected, in files that ran: counted, the
+    first :data:`STALE_SHOWN` named (issue 22: only pytest's log said so)."""
+    from testcurator.config.loader import load_config
+    from testcurator.runner.reconcile import is_infrastructure
+    from testcurator.vocab import TestKey
+
+    root = (torch_root or Path.cwd()).resolve()
+    seen: dict[str, set[str]] = {}
+    for record in records:
+        if not is_infrastructure(record):
+            path = Path(TestKey.parse(record.nodeid).file)
+            file = str((path if path.is_absolute() else root / path).resolve())
+            seen.setdefault(file, set()).update([record.generic] if record.generic else [])
+    stale: list[str] = []
+    for f in load_config(config, torch_root=root).files:
+        ran = seen.get(str(f.resolved_path.resolve()))
+        if ran:  # a file that did not run says nothing about its names
+            stale += [f"{f.raw_path}::{name}" for e in f.entries for name in e.names if name not in ran]
+    if not stale:
+        return []
+    return ([f"{len(stale)} stale config entr{'y' if len(stale) == 1 else 'ies'}: named tests the run did not collect "
+             "(removed upstream, or not instantiated on this device)"]
+            + [f"  {name}" for name in stale[:STALE_SHOWN]]
+            + ([f"  ... and {len(stale) - STALE_SHOWN} more"] if len(stale) > STALE_SHOWN else []))
 
 
 def _backend_arg(value: Optional[str]) -> tuple[Optional[Path], Optional[str]]:

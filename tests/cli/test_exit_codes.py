@@ -81,6 +81,19 @@ def test_curated_exec_with_a_failing_mandatory_test_exits_1(tmp_path: Path) -> N
     assert "did NOT hold (4 test(s) ran; exit 1)" in _last(proc)
 
 
+def test_exec_names_stale_config_entries_on_the_console(tmp_path: Path) -> None:
+    """A config naming a test that does not exist: exit 0 with the entry named (issue 22: only
+    pytest's log said "1 stale config entries")."""
+    root = _tree(tmp_path, {"test/test_ok.py": "def test_ok():\n    pass\n"})
+    config = tmp_path / "ok.yaml"
+    config.write_text("test_suite_config:\n  files:\n    - path: test/test_ok.py\n      tests:\n"
+                      "        - names: [test_ok, test_gone]\n          mode: mandatory_success\n", encoding="utf-8")
+    proc = _cli(tmp_path, "exec", "--config", str(config), "--torch-root", str(root), "--out", "ex", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 stale config entry: named tests the run did not collect" in proc.stdout
+    assert "  test/test_ok.py::test_gone" in proc.stdout.splitlines()
+
+
 PROFILE = "schema_version: 1\nname: typo\ndevice: {{kind: privateuse1, name: typodev}}\nbackend_module: {module}\n"
 
 
