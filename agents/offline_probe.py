@@ -3,8 +3,9 @@
 The capability probe (pipelines/probe.py) replayed every call (op overload x input dtypes)
 the test made on CPU on the device; :class:`~testcurator.memory.capability.ProbeEvidence`
 says which of them the device lacks and which instances make them. As the refine stage would
-after running it: every kept instance fails -> ``xfail_strict`` (``xfail`` if a call crashes
-the process: the replay's example inputs are not the test's, and the draft confirms); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
+after running it: every kept instance fails -> ``xfail_strict`` (``xfail`` if a call kills
+the process: the replay's example inputs are not the test's, and the draft confirms; ``skip``
+if it hangs: the draft would wait out the timeout); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
 (the ``Draft`` carries them to the mode a later rule gives); otherwise ``xfail``, for review.
 A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend.
 """
@@ -95,6 +96,11 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
                         **_edits(d))
     if any(probe.gaps[c][0] == "crash" for c in calls):
         crash = next(c for c in calls if probe.gaps[c][0] == "crash")
+        if probe.gaps[crash][1].startswith("hang"):  # the draft would wait out the per-test timeout
+            return decision(req.test, "skip", f"Skip: the probe's replay of {crash} hung "
+                            f"({quote(probe.gaps[crash][1], 120)}), and every instance makes that call; a hang "
+                            "costs the per-test timeout and takes down the worker running the shard.",
+                            _gap_lines(probe, calls))
         # Not skip: the replay's inputs are an example of the test's (an out= tensor of another
         # size crashed where the test's own call passed, on OpenReg), and the runner survives a
         # crash; refine skips the test when the draft confirms it.
