@@ -4,7 +4,6 @@ previous decision, tabled in agents/offline.py.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -13,6 +12,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.offline_bucket import decide_bucket
 from testcurator.agents.offline_probe import probe_exclusion_note, without_probe_exclusions
 from testcurator.agents.offline_rules import CPU_FAILED, MODE_WORD, Wish, decision, names, quote
+from testcurator.config.apply import OWN_SKIP
 from testcurator.config.params import param_ref, spelling
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
@@ -155,15 +155,9 @@ class Outcome:
                         exclude_dtypes=dtypes, exclude_ops=ops, exclude_modules=modules, exclude_params=params)
 
 
-# How the plugin words a skip the config itself decided (config/apply.py): an edit's
-# exclusion, or a capability the profile does not declare; the config's place follows.
-_OWN_SKIP = re.compile(r"^(?P<what>.+? (?P<how>excluded by edits|is not in supported_(?:dtypes|ops)|is not supported "
-                       r"for dtype \w+))(?: \(|$)")
-
-
 def _own_skip(message: str) -> str | None:
     """``dtype float64 excluded by edits`` -> what excluded it and whence; None: not the config's."""
-    match = _OWN_SKIP.match(message.removeprefix("Skipped: "))
+    match = OWN_SKIP.match(message.removeprefix("Skipped: "))
     if match is None:
         return None
     whence = "the draft's own edit of this test" if match["how"] == "excluded by edits" else (

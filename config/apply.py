@@ -13,6 +13,7 @@ it to predict outcomes without running pytest. Order of precedence (first that a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,13 @@ from testcurator.config.params import excluded_param
 from testcurator.config.schema import Capabilities, DtypeRef, Edits, OpRef
 from testcurator.errors import Location
 from testcurator.names import TestIdentity
+
+
+#: How the skips this module decides itself are worded (an edit's exclusion, a capability the
+#: config does not declare; the config's place follows in parentheses): readers of a run's
+#: records tell the config's own skips from a test's by it (refine, the reason check).
+OWN_SKIP = re.compile(r"^(?P<what>.+? (?P<how>excluded by edits|is not in supported_(?:dtypes|ops)"
+                      r"|is not supported for dtype \w+))(?: \(|$)")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.refine import group_records
+from testcurator.config.apply import OWN_SKIP
 from testcurator.pipelines.evaluate import Prediction, judge
 from testcurator.runner.records import TestRecord
 from testcurator.vocab import TestKey
@@ -35,7 +36,6 @@ from testcurator.vocab import TestKey
 _NO_CLAIM = re.compile(r"preference|restricts it to|skips it on the backend's device|upstream skips|upstream expects"
                        r"|skipped by the draft config itself|only-file|-only file|passed|promotion|kept|flaky", re.I)
 _QUOTED = re.compile(r"\(`(?P<text>[^`]{12,})`\)")
-_OWN_SKIP = re.compile(r"excluded by edits|is not in supported_(?:dtypes|ops)|is not supported for dtype")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def check(entries: Mapping[TestKey, tuple[Prediction, str]], records: Iterable[T
 
 def _contradiction(prediction: Prediction, reason: str, variants: Sequence[ExecutionRecord]) -> tuple[str, str] | None:
     if variants and all(set(v.outcomes) == {"skipped"} for v in variants) and "by the test itself" in reason \
-            and all(_OWN_SKIP.search(v.message) for v in variants):
+            and all(OWN_SKIP.match(v.message) for v in variants):
         return "skipped", f"the config skipped every variant ({variants[0].message})"
     verdict = judge(prediction, variants)
     ran = sum(1 for v in variants if set(v.outcomes) != {"skipped"})

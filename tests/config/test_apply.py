@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testcurator.config.apply import decide
+from testcurator.config.apply import OWN_SKIP, decide
 from testcurator.config.loader import load_config
 from testcurator.names import TestIdentity
 
@@ -82,3 +82,5 @@ def test_decide_table(loaded, file: str, identity: TestIdentity, mode: str, orig
     applied = decide(config, config.file_for(root / file), identity)
     assert (applied.mode, applied.origin) == (mode, origin)
     assert fragment in applied.reason
+    # Readers of a run's records tell the config's own skips from a test's by their wording.
+    assert bool(OWN_SKIP.match(applied.reason)) == (origin in ("edit", "capability"))
