@@ -163,3 +163,16 @@ def test_level_3_reads_each_member_of_a_dtype_pair(tmp_path: Path, capsys: pytes
                       f"          edits: {{dtypes: {{exclude: [{{name: {excluded}}}]}}}}\n")
     assert main(["validate", str(config), "--torch-root", str(tmp_path), "--level", "3"]) == 0
     assert (f"dtype {excluded} of the edit on TestSegment::test_pair has no instance here" in capsys.readouterr().err) is noted
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    ("div", True),  # the OpInfo: every variant, as the plugin applies it
+    ("div_no_rounding_mode", True),
+    ("div_floor_rounding", False),
+    ("nn.functional.relu", True),
+    ("add", False),
+])
+def test_level_3_reads_an_ops_edit_as_the_plugin_does(name: str, found: bool) -> None:
+    from testcurator.pipelines.validate_tree import _has_op
+
+    assert _has_op({"div_no_rounding_mode", "nn_functional_relu", None}, name) is found
