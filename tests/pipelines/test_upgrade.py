@@ -100,8 +100,17 @@ class Upgraded:
 
 
 def _upgrade(old: Path, new: Path, config: Path, backend: Path, out: Path, state: Path, *extra: str) -> int:
-    return main(["upgrade", "--old-root", str(old), "--new-root", str(new), "--config", str(config), "--out", str(out),
+    """``testcurator upgrade`` in this process; what it wrote must pass validate levels 1-2
+    against the new tree (the tool agrees with itself, issue 22)."""
+    from testcurator.config.levels import level2_problems
+
+    code = main(["upgrade", "--old-root", str(old), "--new-root", str(new), "--config", str(config), "--out", str(out),
                  "--backend", str(backend), "--state-dir", str(state), *extra])
+    written = out / "configs"
+    if code in (0, 1) and any(written.rglob("*.yaml")):
+        problems = level2_problems([written], torch_root=new)
+        assert not problems, "upgrade's configs fail validate --level 2:\n" + "\n".join(map(str, problems))
+    return code
 
 
 @pytest.fixture(scope="module")
