@@ -169,9 +169,9 @@ class _EventWriter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        idents = [_identity(i) for i in session.items]
         self.log.write({"event": "collected", "nodeids": [i.nodeid for i in session.items],
-                        "keys": [_identity(i)["key"] for i in session.items],
-                        "generics": [_identity(i).get("generic") for i in session.items],
+                        "keys": [d["key"] for d in idents], "generics": [d.get("generic") for d in idents],
                         "rootdir": str(session.config.rootpath), "pid": os.getpid()}, sync=True)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:

@@ -123,7 +123,7 @@ class EventFold:
             out[nodeid] = dead_record(state, fault, xdist_text, rc)
         return out
 
-    def collect_error_records(self) -> dict[str, TestRecord]:
+    def collection_records(self) -> dict[str, TestRecord]:
         """A record per file that did not collect, and per file skipped as a whole."""
         out: dict[str, TestRecord] = {nodeid: TestRecord(nodeid=nodeid, outcome="skipped", failure_text=truncate(text, 500))
                                       for nodeid, text in self.collect_skips.items()}

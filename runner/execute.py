@@ -88,7 +88,7 @@ class _Pass:
             fold, inv = self._invoke(targets, workers, round_no)
             before = len(self.records)
             dead = fold.dead_records(inv.returncode)
-            for nodeid, record in {**fold.finished_records(), **fold.collect_error_records(), **dead}.items():
+            for nodeid, record in {**fold.finished_records(), **fold.collection_records(), **dead}.items():
                 self._add(fold.key(nodeid, record), record)
             self._learn(fold)
             remaining = [k for k in self.known if k not in self.records]
