@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# needs.py (what a test needs from the machine; a failure in CI) is a helper module beside
+# this file, not an installed package.
+sys.path.insert(0, str(Path(__file__).parent))
 
 # No test may reach the network; the embedding model is loaded from its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -11,20 +11,18 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import struct
 import subprocess
 import zlib
 from pathlib import Path
 
+import needs
 import pytest
 
 from testcurator.config.review import review_paths
 from testcurator.config.review_render import render
 
-CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install -y chromium; "
-                                                         ".ci/run installs it)")
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 LONG = "TestTensorArithmetic::test_pow_inplace_resizing_exception_with_broadcast_and_type_promotion"
 OLD = f"""test_suite_config:
@@ -71,8 +69,8 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args], capture_output=True,
+    browser = needs.command(*BROWSERS, hint="Debian: apt-get install -y chromium; .ci/run installs it")
+    return subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args], capture_output=True,
                           text=True, timeout=120, check=True)
 
 

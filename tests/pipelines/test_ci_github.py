@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import pytest
 import yaml
 
@@ -119,8 +120,7 @@ def _pr(**overrides: object) -> dict:
 
 
 def gate(tmp_path: Path, event: str, payload: dict | None = None, **env: str) -> dict[str, str]:
-    if shutil.which("jq") is None:
-        pytest.skip("jq is not installed (GitHub's runners have it)")
+    needs.command("jq", hint="GitHub's runners have it; .ci/run installs it")
     fake = tmp_path / "bin"
     fake.mkdir(exist_ok=True)
     (fake / "curl").write_text(FAKE_CURL)

