@@ -27,6 +27,8 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def llm_settings(fake_openai: FakeOpenAI) -> LLMSettings:
-    # Tiny timeout and few retries: every scenario stays well under a second or two.
-    return LLMSettings(base_url=fake_openai.base_url, model="fake-model", timeout=0.5,
+    # Few and fast retries. The timeout is wide: on a loaded machine a local answer can take
+    # far longer than usual, and one that timed out would be retried and shift a scripted
+    # sequence; a timeout is tested with fake_openai.hung(), which never answers.
+    return LLMSettings(base_url=fake_openai.base_url, model="fake-model", timeout=30.0,
                        max_tries=3, max_retries=1, retry_backoff=0.01, batch_size=4, concurrency=1)

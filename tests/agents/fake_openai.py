@@ -1,5 +1,6 @@
 """A local OpenAI-compatible server for tests: POST /v1/chat/completions answers from a
-scripted queue (valid JSON, malformed JSON, cut-off answers, HTTP errors, delays).
+scripted queue (valid JSON, malformed JSON, cut-off answers, HTTP errors, delays, requests
+held unanswered until the client times out).
 
 ``reject_formats`` makes it refuse structured-output modes the way real servers do
 (llama-cpp-python: HTTP 500 "Input should be 'text' or 'json_object'"), before the script
@@ -13,6 +14,8 @@ surfaces as an error: a test that makes more calls than it scripted fails.
 from __future__ import annotations
 
 import json
+import math
+import select
 import threading
 import time
 from collections import deque
@@ -54,6 +57,14 @@ def delayed(obj: Any, seconds: float) -> Reply:
     return answer(obj, delay=seconds)
 
 
+def hung() -> Reply:
+    """A request never answered: held open until the client times out and hangs up. A timeout
+    this way does not race the clock (an answer merely later than the client's timeout could
+    still be read by a client that a loaded machine let run late), and the client's timeout can
+    be wide enough that no other request of a test ever reaches it."""
+    return Reply("", delay=math.inf)
+
+
 class FakeOpenAI:
     """The server; start with :meth:`start`, script with :meth:`script`."""
 
@@ -68,6 +79,7 @@ class FakeOpenAI:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+        self._stopped = threading.Event()  # releases requests held by hung()
 
     @property
     def base_url(self) -> str:
@@ -78,6 +90,7 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        self._stopped.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -124,11 +137,20 @@ class FakeOpenAI:
                     fake.exhausted += 1
                     self._send(500, {"error": {"message": "fake_openai: script exhausted"}}, retry=False)
                     return
+                if step.delay == math.inf:
+                    self._hold_until_the_client_hangs_up()
+                    return
                 time.sleep(step.delay)
                 if isinstance(step, Status):
                     self._send(step.code, {"error": {"message": f"scripted {step.code}", "type": "scripted"}})
                     return
                 self._send(200, _completion(body.get("model", "fake"), step))
+
+            def _hold_until_the_client_hangs_up(self) -> None:
+                # Readable with no request pending: the client closed its end (its timeout).
+                self.close_connection = True
+                while not fake._stopped.is_set() and not select.select([self.connection], [], [], 0.05)[0]:
+                    pass
 
             def _send(self, code: int, payload: dict[str, Any], retry: bool = True) -> None:
                 data = json.dumps(payload).encode()

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fake_openai import LLAMA_CPP_PYTHON_REJECTS, FakeOpenAI, Reply, Status, answer, delayed, malformed, format_mode
+from fake_openai import LLAMA_CPP_PYTHON_REJECTS, FakeOpenAI, Reply, Status, answer, hung, malformed, format_mode
 from pydantic import BaseModel
 
 from testcurator.agents.llm_client import LLMAnswerError, LLMSettings, StructuredClient
+from testcurator.agents import llm_transport
 from testcurator.agents.llm_transport import LLMTransportError
 from testcurator.errors import BadInputError
 from testcurator.prompts import load_prompt
@@ -82,17 +84,23 @@ def test_http_errors_past_retries_are_transport_errors(fake_openai: FakeOpenAI, 
     assert len(fake_openai.requests) == 2 and client.usage.failures == 1 and client.usage.transport_retries == 1
 
 
+# A timeout the hung request always reaches, and the answer after it on a loaded machine never.
+HUNG_TIMEOUT_S = 2.0
+
+
 def test_timeout_is_retried_then_answered(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
-    fake_openai.script(delayed(GOOD, 1.5), answer(GOOD))
-    assert call(StructuredClient(llm_settings)) == GOOD
-    assert len(fake_openai.requests) == 2
+    fake_openai.script(hung(), answer(GOOD))
+    client = StructuredClient(replace(llm_settings, timeout=HUNG_TIMEOUT_S))
+    assert call(client) == GOOD
+    assert len(fake_openai.requests) == 2 and client.usage.transport_retries == 1 and client.usage.failures == 0
 
 
 def test_timeout_without_retries_is_a_transport_error(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
-    fake_openai.script(delayed(GOOD, 1.5))
-    client = StructuredClient(replace(llm_settings, max_retries=0))
+    fake_openai.script(hung())
+    client = StructuredClient(replace(llm_settings, max_retries=0, timeout=HUNG_TIMEOUT_S))
     with pytest.raises(LLMTransportError, match="Timeout"):
         call(client)
+    assert len(fake_openai.requests) == 1
 
 
 def test_cache_persists_across_clients(fake_openai: FakeOpenAI, llm_settings: LLMSettings, tmp_path: Path) -> None:
@@ -169,18 +177,44 @@ def test_context_window_from_the_server_else_the_setting(fake_openai: FakeOpenAI
     assert StructuredClient(llm_settings).context_window()[0] == 8192
 
 
-def test_endpoint_down_is_retried_with_backoff_then_fails_fast(llm_settings: LLMSettings) -> None:
+class _Clock:
+    """llm_transport's ``time``: backoff sleeps are recorded, not slept."""
+
+    perf_counter = staticmethod(time.perf_counter)
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+
+
+def test_endpoint_down_is_retried_with_backoff_then_fails_fast(llm_settings: LLMSettings,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Fast" counted, not timed (a loaded machine makes any bound flaky): once down, a call
+    # neither sleeps a backoff nor opens a connection. Both spies see them before it is down.
+    clock, connects = _Clock(), []
+    monkeypatch.setattr(llm_transport, "time", clock)
+    real_connect = socket.socket.connect
+
+    def connect(sock: socket.socket, address: object) -> None:
+        connects.append(address)
+        real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
     dead = replace(llm_settings, base_url="http://127.0.0.1:9/v1", max_retries=2, retry_backoff=0.05)
     client = StructuredClient(dead)
     for _ in range(2):
         with pytest.raises(LLMTransportError):
             call(client)
     assert client.usage.transport_retries == 4 and client.down
-    start = time.perf_counter()
+    assert len(clock.sleeps) == 4 and len(connects) >= 6  # a try and two retries per call
+    del clock.sleeps[:], connects[:]
     with pytest.raises(LLMTransportError) as info:
         call(client, content="later")
-    assert info.value.down and time.perf_counter() - start < 0.05
-    assert client.usage.transport_retries == 4  # no network once down
+    assert info.value.down
+    assert clock.sleeps == [] and connects == []  # no backoff, no network once down
+    assert client.usage.transport_retries == 4
 
 
 def test_settings_from_env_never_default_to_public_api() -> None:

@@ -119,7 +119,9 @@ def test_cached_import_does_not_rebuild(probe: dict[str, object]) -> None:
     assert isinstance(info, dict)
     assert info["loaded"] is True and info["compiled"] is False
     assert probe["same"] is True
-    assert float(probe["import_s"]) < 2.0  # compiling takes ~30 s
+    # compiled is the proof; the clock only backs it, with room for a loaded machine (compiling
+    # takes ~30 s on an idle one, loading the cached build well under a second).
+    assert float(probe["import_s"]) < 15.0
 
 
 def test_tensors_round_trip(probe: dict[str, object]) -> None:

@@ -234,8 +234,9 @@ def llm_server() -> Iterator[AnsweringOpenAI]:
 
 
 # ---------------------------------------------------------------------------------------
-def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 1.0, max_retries: int = 1, summaries: bool = False) -> None:
-    """Short client timeout, few and fast retries, one request at a time (scripted faults
+def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 30.0, max_retries: int = 1, summaries: bool = False) -> None:
+    """A client timeout no answered request reaches on a loaded machine (a test that scripts a
+    hung() request passes a shorter one), few and fast retries, one request at a time (scripted faults
     arrive in order) for every ``--brain llm`` run; summaries only where a test asks."""
     original = LLMSettings.from_env.__func__  # type: ignore[attr-defined]
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from fake_openai import LLAMA_CPP_PYTHON_REJECTS, Status, delayed, format_mode, malformed
+from fake_openai import LLAMA_CPP_PYTHON_REJECTS, Status, format_mode, hung, malformed
 from testcurator.agents import rails
 from testcurator.agents.brain import (
     BackendContext,
@@ -80,7 +80,10 @@ def small(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def fast_client(kit: ModuleType) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
-        kit.fast_llm_settings(mp, timeout=1.0, max_retries=1)
+        # The scripted timeouts are hung() requests, which wait out this timeout: wide enough
+        # that no answered request reaches it on a loaded machine (one would be retried and
+        # shift the exact call counts below), short enough to keep those waits brief.
+        kit.fast_llm_settings(mp, timeout=3.0, max_retries=1)
         yield
 
 
@@ -131,7 +134,7 @@ def retried(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) ->
     timeout: all retried, and every decision ends up the model's."""
     llm_server.reset(kit.Policy())
     llm_server.fault("ScopeAnswer", Status(429))
-    llm_server.fault("BucketAnswer", Status(500), malformed(), delayed({"decisions": []}, 2.5))
+    llm_server.fault("BucketAnswer", Status(500), malformed(), hung())
     return _run(kit, llm_server, small, "retried", "fake-retried")
 
 
@@ -153,7 +156,7 @@ def exhausted(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) 
     """Batch 1 (3 tests) gets malformed JSON on every try; batch 2 (2 tests) a timeout, then
     a 500 on the client's retry: both fall back to the offline brain."""
     llm_server.reset(kit.Policy())
-    llm_server.fault("BucketAnswer", malformed(), malformed(), malformed(), delayed({"decisions": []}, 2.5), Status(500))
+    llm_server.fault("BucketAnswer", malformed(), malformed(), malformed(), hung(), Status(500))
     return _run(kit, llm_server, small, "exhausted", "fake-exhausted")
 
 
