@@ -90,7 +90,9 @@ def test_the_local_llm_extra_is_what_the_test_command_builds() -> None:
 
 def test_main_command_runs_the_pipeline_on_the_bundled_example(tmp_path: Path) -> None:
     main = _main_command()
-    for path in re.findall(r"--(?:torch-root|backend) (\S+)", main):
+    paths = re.findall(r"--(?:torch-root|backend) (\S+)", main)
+    assert len(paths) == 2, main
+    for path in paths:
         assert (ROOT / path).exists(), path
     calls = _run_with_fakes(main, tmp_path)
     assert [c[0] for c in calls] == ["pip", "pip", "testcurator"], calls

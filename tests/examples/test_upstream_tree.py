@@ -204,8 +204,9 @@ def _config_modes(config: dict[str, Any]) -> dict[tuple[str, str], str]:
 def test_collect_only_lists_what_the_recorder_saw(collected: dict[str, Any]) -> None:
     assert sorted(collected["stdout_ids"]) == sorted(collected["items"])
     per_file = Counter(rec["path"] for rec in collected["items"].values())
-    for path in sorted(UPSTREAM.glob("test/**/test_*.py")):
-        rel = str(path.relative_to(UPSTREAM))
+    files = [str(path.relative_to(UPSTREAM)) for path in sorted(UPSTREAM.glob("test/**/test_*.py"))]
+    assert set(per_file) <= set(files)  # the glob sees every file that collected something
+    for rel in files:
         # onnx/ is a module-level skip unless the onnx packages are installed.
         if "onnx" not in rel:
             assert per_file[rel] > 0, f"{rel} collected nothing"
@@ -234,7 +235,7 @@ def test_view_ops_instances_match_declared_dtypes_and_params(collected: dict[str
     by_generic: dict[str, list[dict[str, Any]]] = {}
     for rec in _items_of(collected, path):
         by_generic.setdefault(rec["generic"], []).append(rec)
-    assert set(by_generic) == set(declared)
+    assert by_generic and set(by_generic) == set(declared)
     for generic, recs in by_generic.items():
         decl = declared[generic]
         dtypes = decl.get("dtypes", [None])
@@ -289,7 +290,9 @@ def test_config_names_exist_and_mandatory_entries_pass(ran: dict[str, Any], conf
     for nodeid, outcome in ran["outcomes"].items():
         rec = ran["items"][nodeid]
         outcomes.setdefault((rec["path"], rec.get("generic")), set()).add(outcome)
-    for key, mode in _config_modes(config).items():
+    modes = _config_modes(config)
+    assert "mandatory_success" in modes.values()  # so the loop below checks some run outcome
+    for key, mode in modes.items():
         assert key in outcomes, f"config names {key}, which the tree does not have"
         if mode == "mandatory_success":
             assert "failed" not in outcomes[key] and "passed" in outcomes[key], key
@@ -333,6 +336,7 @@ def test_config_validates_and_uses_every_feature(monkeypatch: pytest.MonkeyPatch
     assert any(e.dtypes and e.dtypes.exclude for e in edits) and any(e.dtypes and e.dtypes.include for e in edits)
     # Every entry carries its reason as a comment on the line(s) above it.
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"^\s*- names:", line):
-            assert lines[i - 1].strip().startswith("#"), f"entry at line {i + 1} has no reason comment"
+    starts = [i for i, line in enumerate(lines) if re.match(r"^\s*- names:", line)]
+    assert len(starts) == sum(len(f.tests) for f in doc.files)  # every entry found, none missed
+    for i in starts:
+        assert lines[i - 1].strip().startswith("#"), f"entry at line {i + 1} has no reason comment"

@@ -124,6 +124,7 @@ def test_admissions(kit: ModuleType, setup: tuple[Path, Path], op: str, changed:
     from testcurator.config.loader import load_config
 
     loaded = load_config(configs, torch_root=TREE)
+    checked = set()
     for file in loaded.files:
         for e in file.entries:
             excluded = tuple(o.name for o in (e.edits.ops.exclude if e.edits and e.edits.ops else []))
@@ -131,6 +132,8 @@ def test_admissions(kit: ModuleType, setup: tuple[Path, Path], op: str, changed:
                 key = f"{file.resolved_path.relative_to(TREE).as_posix()}::{name}"
                 if key in changed:
                     assert excluded == changed[key][1]
+                    checked.add(key)
+    assert checked == set(changed)  # each admitted entry's ops edit was read back
     ops_file = loaded.files[[f.raw_path for f in loaded.files].index("${TORCH_ROOT}/" + OPS)]
     declared = [o.name for o in ops_file.capabilities.supported_ops or []]
     assert ("mul" in declared) == (op == "mul")

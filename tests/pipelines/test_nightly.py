@@ -117,9 +117,9 @@ def test_every_entry_has_its_reason_as_a_comment(first: Run) -> None:
     for key, entry in first.entries.items():
         assert entry.reason and entry.reason.endswith("[offline]"), key
     # In the YAML itself: a comment line right above every entry.
-    for rel, data in first.configs.items():
-        if not rel.endswith(".yaml"):
-            continue
+    yamls = {rel: data for rel, data in first.configs.items() if rel.endswith(".yaml")}
+    assert yamls
+    for rel, data in yamls.items():
         lines = data.decode().splitlines()
         starts = [i for i, line in enumerate(lines) if line.strip() == "- names:"]
         assert starts, rel

@@ -166,6 +166,7 @@ def test_unanswered_batches_fall_back_to_offline(exhausted: LLMRun) -> None:
     assert exhausted.report["brains"] == {"llm->offline": 5}
     usage = exhausted.report["usage"]
     assert usage["fallbacks"] == 5 and usage["failures"] == 3 + 1 and usage["reasks"] == 2
+    assert len(exhausted.entries) == 5
     for key, entry in exhausted.entries.items():
         assert entry.reason.endswith("[llm->offline]"), key
         why = "invalid answer after 3 tries" if entry.file.endswith("math.py") else "endpoint error: InternalServerError"
@@ -234,6 +235,7 @@ def test_rejected_answers_are_one_line_and_their_text_only_in_the_audit_log(rail
     """Issue 9: the reason names the failed rule in one line; what the model wrote (an
     invented test, a path outside the tree) is in the run's audit log, never in configs/."""
     run = railed[0]
+    assert run.configs
     for path, data in run.configs.items():
         text = data.decode()
         assert OUTSIDE not in text and NOT_A_TEST not in text and "etc/passwd" not in text, path
@@ -293,6 +295,7 @@ def test_an_endpoint_that_is_down_leaves_the_offline_brain_deciding(kit: ModuleT
     assert llm["down"] and llm["llm_share"] == 0.0 and llm["usage"]["calls"] == 0
     assert llm["usage"]["transport_retries"] == 2  # the first two requests, one retry each; then none
     assert "**endpoint down**" in down.markdown and "LLM share of decisions: **0%**" in down.markdown
+    assert len(down.entries) == 5
     for key, entry in down.entries.items():
         assert entry.reason is not None and "llm answer rejected: endpoint" in entry.reason, key
     assert kit.main(["validate", str(down.out / "configs"), "--torch-root", str(down.root / "upstream")]) == 0

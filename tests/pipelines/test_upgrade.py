@@ -163,6 +163,7 @@ def test_everything_else_is_carried_over(kit: ModuleType, upgraded: Upgraded) ->
     after = kit.entries(upgraded.out / "configs", upgraded.new_tree)
     d = upgraded.data
     moved = {m["old"]: m["new"] for m in d["moved"]}
+    carried = 0
     for key, entry in before.items():
         if key in d["removed"]:
             assert key not in after, key
@@ -172,6 +173,8 @@ def test_everything_else_is_carried_over(kit: ModuleType, upgraded: Upgraded) ->
             assert new.reason.startswith(entry.reason) and f"Carried over from {key}" in new.reason
         elif key not in d["changed"]:
             assert (after[key].mode, after[key].reason) == (entry.mode, entry.reason), key
+            carried += 1
+    assert moved and carried  # both kinds of carrying over were checked
     # Human edits: the unchanged test's and the changed (re-evaluated) test's both stand.
     for test, mode in (("test_mul_matches_cpu", "xfail"), ("test_zeros_sum", "skip")):
         entry = after[f"{MATH}::TestSmallMath::{test}"]
