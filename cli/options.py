@@ -24,6 +24,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from testcurator.cli.commands import usage_error
+from testcurator.cli.paths import PathKind, check_path
 from testcurator.memory.paths import STATE_DIR_ENV
 from testcurator.vocab import HELD_BACK_MODES, MODES
 
@@ -44,6 +45,8 @@ class Opt:
     argument: bool = False
     choices: tuple[str, ...] = ()  # checked by a callback (a usage error, exit 2)
     path: bool = False  # a path: made absolute at parse time (relative to the caller's cwd)
+    kind: PathKind | None = None  # what the path must name, checked at parse time (cli/paths.py)
+    noun: str | None = None  # what the path is, in the message of that check ("torch root")
     check: Callable[[Any], Any] | None = None  # parse-time check and conversion of the value
 
     @property
@@ -54,7 +57,7 @@ class Opt:
     def make(self) -> Any:
         callback = self.check or (_choice_check(self.choices) if self.choices else None)
         if self.path:
-            callback = _absolute_paths(callback)
+            callback = _absolute_paths(callback, self.kind, self.noun)
         if self.argument:
             return typer.Argument(help=self.help, metavar=self.metavar, callback=callback, show_default=False)
         return typer.Option(*self.decls, help=self.help, metavar="" if self.metavar is None else self.metavar,
@@ -73,14 +76,20 @@ def _choice_check(choices: tuple[str, ...]) -> Callable[[Any], Any]:
     return check
 
 
-def _absolute_paths(then: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+def _absolute_paths(then: Callable[[Any], Any] | None, kind: PathKind | None, noun: str | None) -> Callable[..., Any]:
     """Make a path value (or each of a list) absolute against the caller's cwd, at parse time:
-    commands hand paths to processes that run elsewhere (pytest runs in the torch root)."""
-    def absolute(value: Any) -> Any:
+    commands hand paths to processes that run elsewhere (pytest runs in the torch root);
+    then check it against ``kind`` (:func:`testcurator.cli.paths.check_path`)."""
+    def absolute(ctx: Any, param: Any, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
             value = [_absolute(v) for v in value]
         else:
             value = _absolute(value)
+        if kind is not None:
+            default = ctx.get_parameter_source(param.name).name.startswith("DEFAULT")
+            for item in value if isinstance(value, list) else [value]:
+                if item not in (None, ""):
+                    check_path(Path(item), kind, default=default, noun=noun)
         return then(value) if then is not None else value
 
     return absolute
@@ -101,6 +110,8 @@ def _backend_value(value: Any) -> Any:
     text = str(value)
     path = Path(text).expanduser()
     if path.suffix in (".yaml", ".yml") or path.is_file() or path.is_dir():
+        if path.is_dir():
+            raise typer.BadParameter(f"{text} is a folder; a backend profile (backend.yaml) or a module is expected")
         if not path.exists():
             raise typer.BadParameter(f"backend profile {text} does not exist")
         return str(path.resolve())
@@ -120,26 +131,30 @@ REGISTRY: dict[str, list[Opt]] = {}
 
 
 def _opt(*decls: str, help: str, metavar: str | None = None, **kw: Any) -> Opt:
-    opt = Opt(tuple(decls), help, metavar, **kw)
+    opt = Opt(tuple(decls), help, metavar, **{"path": kw.get("kind") is not None, **kw})
     REGISTRY.setdefault(opt.key, []).append(opt)
     return opt
 
 
 def _arg(metavar: str, help: str, **kw: Any) -> Opt:
-    opt = Opt((), help, metavar, argument=True, **kw)
+    opt = Opt((), help, metavar, argument=True, **{"path": kw.get("kind") is not None, **kw})
     REGISTRY.setdefault(f"arg:{metavar}", []).append(opt)
     return opt
 
 
 # --- where things are -----------------------------------------------------------------------
-TORCH_ROOT = _opt("--torch-root", metavar="DIR", path=True, envvar=TORCH_ROOT_ENV,
+TORCH_ROOT = _opt("--torch-root", metavar="DIR", kind=PathKind.DIR_IN, noun="torch root", envvar=TORCH_ROOT_ENV,
                   help="Upstream PyTorch checkout (holds test/); also the value of ${TORCH_ROOT} in config paths.")
-OLD_ROOT = _opt("--old-root", metavar="DIR", path=True, help="The upstream tree the config was made for.")
-NEW_ROOT = _opt("--new-root", metavar="DIR", path=True, help="The upstream tree to move the config to.")
-STATE_DIR = _opt("--state-dir", metavar="DIR", path=True, envvar=STATE_DIR_ENV,
+OLD_ROOT = _opt("--old-root", metavar="DIR", kind=PathKind.DIR_IN, noun="torch root",
+               help="The upstream tree the config was made for.")
+NEW_ROOT = _opt("--new-root", metavar="DIR", kind=PathKind.DIR_IN, noun="torch root",
+               help="The upstream tree to move the config to.")
+STATE_DIR = _opt("--state-dir", metavar="DIR", kind=PathKind.DIR_OUT, envvar=STATE_DIR_ENV,
                  help="Memory, caches and checkpoints (default: ./.testcurator).")
-CONFIG = _opt("--config", metavar="PATH", path=True, help="A config: one YAML file or a directory of them.")
-BACKEND = _opt("--backend", metavar="FILE", path=True, help="The backend profile (backend.yaml).")
+CONFIG = _opt("--config", metavar="PATH", kind=PathKind.PATH_IN, noun="config path",
+              help="A config: one YAML file or a directory of them.")
+BACKEND = _opt("--backend", metavar="FILE", kind=PathKind.FILE_IN, noun="backend profile",
+               help="The backend profile (backend.yaml).")
 # exec: the profile as everywhere else (module, device, python path, env); a bare importable
 # module (no profile) is accepted for runs made without one.
 BACKEND_EXEC = _opt("--backend", metavar="FILE", check=_backend_value,
@@ -149,18 +164,18 @@ BACKEND_EXEC = _opt("--backend", metavar="FILE", check=_backend_value,
 BACKEND_MODULE = _opt("--backend-module", metavar="MODULE[:FUNCTION]",
                       help="The backend's Python module (a dotted name); MODULE:FUNCTION also calls FUNCTION() "
                            "after the import, for a backend that registers its device there.")
-PYTHON_PATH = _opt("--python-path", metavar="DIR", path=True,
+PYTHON_PATH = _opt("--python-path", metavar="DIR", kind=PathKind.DIR_IN,
                    help="A folder that makes the backend module importable (repeatable); the profile names it "
                         "relative to its own folder.")
-OUT_DIR = _opt("--out", metavar="DIR", path=True, help="Output folder (created if missing).")
-OUT_FILE = _opt("--out", metavar="FILE", path=True, help="Write to this file (atomically) instead of stdout.")
+OUT_DIR = _opt("--out", metavar="DIR", kind=PathKind.DIR_OUT, help="Output folder (created if missing).")
+OUT_FILE = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="Write to this file (atomically) instead of stdout.")
 # Commands whose output is always a file (a workflow, a plan): where it goes.
-OUT_TARGET = _opt("--out", metavar="FILE", path=True, help="The file to write (atomically).")
-MODEL_DIR = _opt("--model-dir", metavar="DIR", path=True, help="Where to assemble the GGUF model file (default: the package's cache).")
+OUT_TARGET = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="The file to write (atomically).")
+MODEL_DIR = _opt("--model-dir", metavar="DIR", kind=PathKind.DIR_OUT, help="Where to assemble the GGUF model file (default: the package's cache).")
 CONFIG_DIR = _opt("--config-dir", metavar="DIR", help="The configs, relative to the backend repository.")
-ROOTDIR = _opt("--rootdir", metavar="DIR", path=True, help="pytest's rootdir and working directory (default: the torch root).")
-REPO = _opt("--repo", metavar="DIR", path=True, help="Git repository for REV:PATH sides (default: the current directory).")
-RESULTS = _opt("--results", metavar="PATH", path=True, help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
+ROOTDIR = _opt("--rootdir", metavar="DIR", kind=PathKind.DIR_IN, help="pytest's rootdir and working directory (default: the torch root).")
+REPO = _opt("--repo", metavar="DIR", kind=PathKind.DIR_IN, help="Git repository for REV:PATH sides (default: the current directory).")
+RESULTS = _opt("--results", metavar="PATH", kind=PathKind.PATH_IN, help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
 FILES = _opt("--files", metavar="GLOB", help="Glob or path relative to the root (repeatable; default: test/**/test_*.py).")
 LEVEL = _opt("--level", metavar="1|2|3", min=1, max=3,
               help="1: schema and paths; 2: also every named test, op and dtype against the upstream files (static); "
@@ -201,10 +216,10 @@ SCHEDULE_LABELS = _opt("--schedule-labels", metavar="LABEL[,LABEL]",
 GROUP = _opt("--group", metavar="NAME", help="Only the config's files of this feature group (see `testcurator shards plan`).")
 TIER = _opt("--tier", metavar="L1|L2|L3", choices=("L1", "L2", "L3"),
             help="L1: the tiers file's fast checks; L2: the whole config; L3: also the held-back tests, as probes.")
-TIERS_FILE = _opt("--tiers-file", metavar="FILE", path=True, help="Written by `testcurator tiers` (default: tiers.json beside the config).")
-PROFILE_DEPRECATED = _opt("--profile", metavar="FILE", hidden=True, path=True, help="Deprecated: use --backend FILE.")
+TIERS_FILE = _opt("--tiers-file", metavar="FILE", kind=PathKind.FILE_IN, help="Written by `testcurator tiers` (default: tiers.json beside the config).")
+PROFILE_DEPRECATED = _opt("--profile", metavar="FILE", hidden=True, kind=PathKind.FILE_IN, help="Deprecated: use --backend FILE.")
 ALLOW_EMPTY = _opt("--allow-empty", help="Accept a run in which no test ran (otherwise exit 3: nothing was tested).")
-DURATIONS = _opt("--durations", metavar="FILE", path=True, help="pytest-split .test_durations to split by (added to the state dir's).")
+DURATIONS = _opt("--durations", metavar="FILE", kind=PathKind.FILE_IN, help="pytest-split .test_durations to split by (added to the state dir's).")
 REFRESH_SNAPSHOT = _opt("--refresh-snapshot",
                         help="Take a new durations snapshot for shards from the state dir "
                              "(shards plan, or a matrix's first leg only).")
@@ -216,6 +231,17 @@ BUDGET_S = _opt("--budget-s", metavar="SECONDS", min=0, help="Time budget of tie
 MAX_JOB_S = _opt("--max-job-s", metavar="SECONDS", min=1, help="Longest expected time of one job (shards per group follow).")
 PREFIX = _opt("--prefix", metavar="NODEID", help="Only node ids starting with this (e.g. test/test_ops.py).")
 RUN_UNRUN = _opt("--run-unrun", help="First run, on the device, the tests the draft did not execute (skipped ones).")
+
+def _print_version(value: bool) -> bool:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"testcurator {version('testcurator')}")
+        raise typer.Exit()
+    return value
+
+
+VERSION = _opt("--version", check=_print_version, help="Print testcurator's version and exit.")
 
 # --- the local LLM server ---------------------------------------------------------------------
 PORT = _opt("--port", metavar="PORT", min=1, max=65535, help="Port to listen on.")
@@ -247,9 +273,9 @@ FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="O
 REVIEW_FORMAT = _opt("--format", metavar="terminal|markdown|html|json", choices=("terminal", "markdown", "html", "json"),
                      help="Output format.")
 JSON_DEPRECATED = _opt("--json", hidden=True, help="Deprecated: use --format json.")
-OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", path=True, hidden=True, help="Deprecated: use --out.")
+OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", kind=PathKind.FILE_OUT, hidden=True, help="Deprecated: use --out.")
 JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
-REPORT = _opt("--report", metavar="FILE", path=True, help="Also write the report to FILE (.json: JSON, else markdown).")
+REPORT = _opt("--report", metavar="FILE", kind=PathKind.FILE_OUT, help="Also write the report to FILE (.json: JSON, else markdown).")
 FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
                    help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode.")
 TOP_K = _opt("-k", "--top", metavar="N", min=1, help="How many results.")
@@ -276,18 +302,20 @@ INCLUDE_UNLISTED = _opt("--include-unlisted", help="Also export the tests skippe
 # --- arguments --------------------------------------------------------------------------------
 CONFIG_PATHS = _arg("PATH...", "Config files or directories of configs.", path=True)
 TEST_PATHS = _arg("[TEST]...", "Test files or node ids (a draft run, or narrows the config).")
-MORE_RESULTS = _arg("[RESULTS]...", "More result files (same forms as --results).", path=True)
+MORE_RESULTS = _arg("[RESULTS]...", "More result files (same forms as --results).", kind=PathKind.PATH_IN)
 OLD_SIDE = _arg("OLD", "Old config: a file, a directory, or REV:PATH (git, e.g. HEAD~1:configs/).")
 NEW_SIDE = _arg("NEW", "New config: same forms as OLD.")
-SKIPLIST_FILE = _arg("FILE", "Python file holding skip_dict = {file: (patterns...) | None}.", path=True)
-DISABLED_FILE = _arg("FILE", 'PyTorch disabled-tests JSON: {"test (module.Class)": [issue, [platforms]]}.', path=True)
-CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --curate-capture-ops.", path=True)
+SKIPLIST_FILE = _arg("FILE", "Python file holding skip_dict = {file: (patterns...) | None}.", kind=PathKind.FILE_IN)
+DISABLED_FILE = _arg("FILE", 'PyTorch disabled-tests JSON: {"test (module.Class)": [issue, [platforms]]}.', kind=PathKind.FILE_IN)
+CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --curate-capture-ops.",
+                     kind=PathKind.FILE_IN, noun="capture file")
 OP = _arg("OP", "aten::add (any overload), aten::add.Tensor (exact), or an OpInfo name (add).")
 ENABLE_OP = _arg("OP", "The op now supported: an OpInfo name (add) or an ATen op (aten::add).")
 TEST_NAME = _arg("NAME", "Device-generic test name, Class::test (or path::Class::test).")
 QUERY_TEXT = _arg("TEXT", "What the tests should be about.")
-RUN_DIR = _arg("RUN_DIR", "A run directory (<state-dir>/runs/<id>), or 'latest' (the newest under --state-dir).")
-DURATION_INPUTS = _arg("PATH...", "pytest-split .test_durations files, run folders, results.jsonl or JUnit XML.", path=True)
+RUN_DIR = _arg("RUN_DIR", "A run folder (<state-dir>/runs/<id>), a run's --out folder, or 'latest' (the newest "
+                          "under --state-dir).")
+DURATION_INPUTS = _arg("PATH...", "pytest-split .test_durations files, run folders, results.jsonl or JUnit XML.", kind=PathKind.PATH_IN)
 
 # --- the aliases command modules use ----------------------------------------------------------
 TorchRoot = Annotated[Optional[Path], TORCH_ROOT.make()]
@@ -338,6 +366,7 @@ BudgetS = Annotated[float, BUDGET_S.make()]
 MaxJobS = Annotated[float, MAX_JOB_S.make()]
 Prefix = Annotated[Optional[str], PREFIX.make()]
 RunUnrun = Annotated[bool, RUN_UNRUN.make()]
+Version = Annotated[bool, VERSION.make()]
 Port = Annotated[int, PORT.make()]
 Host = Annotated[str, HOST.make()]
 ContextTokens = Annotated[int, CONTEXT_TOKENS.make()]

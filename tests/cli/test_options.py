@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from testcurator.cli.commands import bound
 from testcurator.cli.main import app, main
-from testcurator.cli.options import REGISTRY, STATE_DIR, TIMEOUT, TORCH_ROOT, WORKERS, Opt
+from testcurator.cli.options import REGISTRY, STATE_DIR, TIMEOUT, TORCH_ROOT, WORKERS, Opt, OutDir
 
 
 def commands() -> Iterator[tuple[str, Any]]:
@@ -144,8 +145,15 @@ def test_every_path_option_is_made_absolute_at_parse_time() -> None:
         for opt in opts:
             if (opt.metavar or "").rstrip(".") in ("DIR", "FILE", "PATH") and key not in NOT_CALLER_PATHS:
                 assert opt.path, f"{key} ({opt.metavar}) is not made absolute"
-    out = next(o for o in REGISTRY["--out"] if o.metavar == "DIR")
-    assert out.make().callback(Path("rel/out")) == Path.cwd() / "rel" / "out"
+    seen: list[Path] = []
+    probe = typer.Typer()
+
+    @probe.command()
+    def record(out: OutDir = None) -> None:
+        seen.append(out)
+
+    assert CliRunner().invoke(probe, ["--out", "rel/out"]).exit_code == 0
+    assert seen == [Path.cwd() / "rel" / "out"]
     # exec's --backend: a profile path is made absolute, a module name is kept.
     backend = next(o for o in REGISTRY["--backend"] if o.check is not None)
     assert backend.make().callback("json") == "json"

@@ -105,6 +105,7 @@ def test_curatedev_profile_lists_what_runs_and_loads(tmp_path: Path) -> None:
 def test_a_check_that_crashes_or_hangs_is_recorded_and_the_rest_still_run(tmp_path: Path) -> None:
     (tmp_path / "crashy_backend.py").write_text(CRASHY, encoding="utf-8")
     out = tmp_path / "profiles" / "crashy.yaml"
+    out.parent.mkdir()  # --out names a file in a folder that exists (no folder is made silently)
     proc = _cli(tmp_path, "--backend-module", "crashy_backend:setup", "--python-path", str(BACKEND_DIR),
                 "--python-path", ".", "--out", str(out), "--timeout", "3")
     assert proc.returncode == 0, proc.stderr

@@ -26,10 +26,10 @@ def test_eval_sources_are_the_pipelines_sources() -> None:
     (["eval", "latest", "--source", "stored", "--source", "oracle"], "'oracle' is not one of stored, offline, llm"),
     (["llm", "serve", "--port", "70000"], "'--port'"),
     (["llm", "serve", "--context-tokens", "100"], "'--context-tokens'"),
-    (["shards", "plan", "--config", "c", "--max-job-s", "0"], "'--max-job-s'"),
-    (["tiers", "--config", "c", "--budget-s", "-1"], "'--budget-s'"),
-    (["ci", "github", "--backend", "b.yaml", "--shards", "0"], "'--shards'"),
-    (["shards", "plan", "--config", "c", "--json", "--format", "json"], "give --format json only"),
+    (["shards", "plan", "--max-job-s", "0", "--config", "c"], "'--max-job-s'"),
+    (["tiers", "--budget-s", "-1", "--config", "c"], "'--budget-s'"),
+    (["ci", "github", "--shards", "0", "--backend", "b.yaml"], "'--shards'"),
+    (["shards", "plan", "--config", str(CONFIGS), "--json", "--format", "json"], "give --format json only"),
 ])
 def test_bad_values_are_usage_errors(argv: list[str], wanted: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
