@@ -165,12 +165,20 @@ class Command(_PlainHelp, TyperCommand):
 
 
 class Group(_PlainHelp, TyperGroup):
-    pass
+    def invoke(self, ctx: Any) -> Any:
+        # typer turns an interrupt into a silent exit 130; ours says so (cli/main.py prints it).
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            from testcurator.errors import Interrupted
+
+            raise Interrupted("interrupted (exit 130)") from None
 
 
-def new_group(name: str | None, help: str) -> typer.Typer:
-    """A command group with testcurator's conventions (plain help, no shell-completion options)."""
-    return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False, cls=Group,
+def new_group(name: str | None, help: str, *, completion: bool = False) -> typer.Typer:
+    """A command group with testcurator's conventions (plain help); ``completion``: the root's
+    ``--install-completion``/``--show-completion`` options."""
+    return typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=completion, cls=Group,
                        pretty_exceptions_enable=False, rich_markup_mode=None)
 
 

@@ -12,21 +12,16 @@ from rich.console import Console
 from testcurator.cli.commands import command
 from testcurator.cli.options import (EvalSources, Format, JsonDeprecated, LlmBaseUrl, LlmModel, RunDirArg, RunUnrun, StateDir,
                                      Workers, wants_json)
-from testcurator.errors import BadInputError, MissingPathError
+from testcurator.errors import BadInputError
 
 
 def _run_dir(path: Path, state_dir: Optional[Path]) -> Path:
-    """RUN_DIR itself, or ``latest``: the newest run under the state directory."""
-    if str(path) == "latest":
-        from testcurator.memory.paths import resolve_state_dir
+    """RUN_DIR itself, ``latest`` (the newest run under the state directory), or the newest
+    run of an --out folder; else an error that says where runs are."""
+    from testcurator.cli.run_dirs import run_folder
+    from testcurator.memory.paths import resolve_state_dir
 
-        latest = resolve_state_dir(state_dir) / "runs" / "latest.json"
-        if not latest.exists():
-            raise BadInputError(f"no run recorded under {latest.parent}")
-        return Path(json.loads(latest.read_text(encoding="utf-8"))["run_dir"])
-    if not path.is_dir():
-        raise MissingPathError(path, "run directory")
-    return path.resolve()
+    return run_folder(path, resolve_state_dir(state_dir))
 
 
 def eval_cmd(

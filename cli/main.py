@@ -13,28 +13,48 @@ ancestry instead, which holds for every typer release this package accepts.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
+
+
+def _interrupted_at_start(signum: int, frame: Any) -> None:
+    sys.stderr.write("interrupted (exit 130)\n")
+    raise SystemExit(130)
+
+
+# An interrupt while the commands are still being imported ends in one line, not a traceback.
+_SIGINT_AT_START = signal.getsignal(signal.SIGINT)
+if _SIGINT_AT_START is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_at_start)
 
 import typer
 from rich.console import Console
 
 from testcurator.cli.commands import ClickError, UsageError, new_group, record_invocation
-from testcurator.errors import ConfigError, CuratorError
+from testcurator.cli.options import Version
+from testcurator.errors import ConfigError, CuratorError, Interrupted
 
 
-app = new_group("testcurator", "Curate PyTorch's upstream test suite for an out-of-tree backend.")
+app = new_group("testcurator", "Curate PyTorch's upstream test suite for an out-of-tree backend.", completion=True)
+
+
+@app.callback()
+def _root(version: Version = False) -> None:
+    # --version is handled by its option's check (it prints and exits); nothing else to do here.
+    del version
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
     from testcurator.cli import (ci_cmds, config_cmds, durations_cmds, eval_cmds, exec_cmds, import_cmds, llm_cmds,
-                                 memory_cmds, ops_cmds, probe_cmds, profile_cmds, review_cmds, run_cmds, shards_cmds,
-                                 tiers_cmds, upgrade_cmds)
+                                 memory_cmds, ops_cmds, probe_cmds, profile_cmds, report_cmds, review_cmds, run_cmds,
+                                 shards_cmds, tiers_cmds, upgrade_cmds)
 
-    for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, review_cmds,
-                   import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds, ci_cmds):
+    for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, report_cmds,
+                   review_cmds, import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds,
+                   ci_cmds):
         module.register(app)
 
 
@@ -47,6 +67,8 @@ def report_error(exc: CuratorError) -> None:
         for problem in exc.problems:
             err_console.print(str(problem), markup=False)
         err_console.print(f"{len(exc.problems)} problem(s) found", markup=False)
+    elif isinstance(exc, Interrupted):
+        err_console.print(str(exc), markup=False)
     else:
         err_console.print(f"error: {exc}", markup=False)
 
@@ -86,6 +108,8 @@ def report_usage_error(exc: Exception, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_at_start:
+        signal.signal(signal.SIGINT, _SIGINT_AT_START)  # started: Ctrl-C is a KeyboardInterrupt again
     record_invocation(sys.argv[1:] if argv is None else list(argv))
     try:
         # standalone_mode=False: errors come here instead of typer's boxed, multi-line report.
@@ -101,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted", markup=False)
+        err_console.print("interrupted (exit 130)", markup=False)
         return 130
     return result if isinstance(result, int) else 0
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
+from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (BackendReq, Brain, CaptureOps, Embed, Execute, ExecutorName, LlmBaseUrl, LlmModel,
                                      OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
                                      Workers)
@@ -43,20 +46,34 @@ def run_cmd(
     """
     from testcurator.pipelines.context import RunContext
     from testcurator.pipelines.report import finish_report
-    from testcurator.pipelines.run import run_nightly
+    from testcurator.pipelines.run import resumable, run_nightly
 
+    if resume:
+        resumable(resolve_state_dir(state_dir), out)  # bad input before the backend is imported and built
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
-    state = run_nightly(ctx)
+    state = _run(run_nightly, ctx, console)
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
     for line in verification_lines(out, bool(state.get("verified"))):
         console.print(line, markup=False)
     if code:
         raise typer.Exit(code)
+
+
+def _run(run_nightly: Callable[[Any], dict[str, Any]], ctx: Any, console: Console) -> dict[str, Any]:
+    """Run the pipeline; an --out folder it made is removed again when the run stops before
+    writing in it (bad input found late, nothing to resume, an interrupt)."""
+    try:
+        with removing_if_created(ctx.out_dir):
+            return run_nightly(ctx)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the run stopped; `testcurator run ... --out {ctx.out_dir} --resume` continues it "
+                      "from its last finished stage", markup=False)
+        raise
 
 
 def verification_lines(out: Path, verified: bool) -> list[str]:

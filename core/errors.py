@@ -83,3 +83,12 @@ class BrainError(CuratorError):
     """A brain (offline or LLM) could not produce a valid decision."""
 
     exit_code = 4
+
+
+class Interrupted(CuratorError):
+    """The user interrupted the command (Ctrl-C, SIGINT); exit 130 as shells expect."""
+
+    exit_code = 130
+
+    def __init__(self, message: str = "interrupted") -> None:
+        super().__init__(message)

@@ -20,16 +20,25 @@ from testcurator.pipelines.nightly import build_nightly_graph
 LATEST = "latest.json"
 
 
+def resumable(state_dir: Path, out_dir: Path) -> dict[str, Any]:
+    """The last run's record (``latest.json``), when ``--resume`` can continue it into
+    ``out_dir``; else bad input that says why (checked before the backend is imported)."""
+    runs = state_dir / "runs"
+    latest = runs / LATEST
+    if not latest.exists():
+        raise BadInputError(f"nothing to resume: no run recorded under {runs} (run without --resume to start one)")
+    data = json.loads(latest.read_text(encoding="utf-8"))
+    if Path(data["out_dir"]) != out_dir.resolve():
+        raise BadInputError(f"nothing to resume into {out_dir}: the last run wrote to {data['out_dir']}")
+    return data
+
+
 def _thread(ctx: RunContext, kind: str = "nightly") -> tuple[str, Path, bool]:
     """(thread id, run dir, resuming?) for this invocation."""
     runs = ctx.state_dir / "runs"
     latest = runs / LATEST
     if ctx.resume:
-        if not latest.exists():
-            raise BadInputError(f"nothing to resume: no run recorded under {runs}")
-        data = json.loads(latest.read_text(encoding="utf-8"))
-        if Path(data["out_dir"]) != ctx.out_dir:
-            raise BadInputError(f"the last run wrote to {data['out_dir']}, not {ctx.out_dir}")
+        data = resumable(ctx.state_dir, ctx.out_dir)
         return data["thread_id"], Path(data["run_dir"]), True
     thread_id = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     run_dir = runs / thread_id

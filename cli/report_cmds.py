@@ -1,0 +1,39 @@
+"""`testcurator report RUN_DIR`: render a run's report again from its report.json."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from testcurator.cli.commands import command
+from testcurator.cli.options import RunDirArg, StateDir
+
+
+def report_cmd(run_dir: RunDirArg, state_dir: StateDir = None) -> None:
+    """Write report.md (and report.json) of a run again from its report.json, as this testcurator renders them.
+
+    RUN_DIR is the run's --out folder, its run folder (<state-dir>/runs/<id>) or 'latest'.
+    The command and exit code recorded when the run ended are kept.
+    """
+    import json
+
+    from testcurator.cli.run_dirs import REPORT_FILE, out_folder
+    from testcurator.errors import BadInputError
+    from testcurator.memory.paths import resolve_state_dir
+    from testcurator.pipelines import report
+
+    out = out_folder(run_dir, resolve_state_dir(state_dir))
+    try:
+        data = json.loads((out / REPORT_FILE).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise BadInputError(f"{out / REPORT_FILE} is not JSON: {exc}") from None
+    try:
+        path = report._write(out, data)  # the renderer the run itself used (pipelines/report.py)
+    except (KeyError, TypeError) as exc:
+        raise BadInputError(f"{out / REPORT_FILE} is not a run report this testcurator reads (missing {exc})") from None
+    Console(highlight=False, soft_wrap=True).print(f"wrote {path} and {out / REPORT_FILE}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's command to ``app``."""
+    command(app, "report")(report_cmd)
