@@ -213,7 +213,9 @@ def _cell(text: Any) -> str:
 def _summary(data: Mapping[str, Any]) -> list[str]:
     totals, run, verify = data["totals"], data.get("run") or {}, data.get("verify")
     code = run.get("exit_code")
-    verdict = ("the curated suite held" if code == 0 else "the curated suite did NOT hold" if code == 1
+    verdict = ("the curated suite held" if code == 0 and verify
+               else "not verified on the device (no verification run): exit 0 says nothing about the device"
+               if code == 0 else "the curated suite did NOT hold" if code == 1
                else "the curated suite could not be checked (infrastructure failure)" if code == 3
                else f"exit code {code}" if code is not None else "the command has not finished")
     if verify:

@@ -38,6 +38,7 @@ from testcurator.memory.builder import build
 from testcurator.memory.collect import Decorator
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.emit import file_decisions
+from testcurator.pipelines.upgrade_modes import ModeLookup, mode_changes, mode_line, wrap
 from testcurator.pipelines.run import run_nightly
 from testcurator.pipelines.steps import not_importing
 from testcurator.pipelines.store import RunStore
@@ -155,6 +156,9 @@ def _report(opts: UpgradeOptions, delta: TestDelta, carried: CarryResult, state:
         "moved": [{"old": m.old, "new": m.new, "kind": m.kind} for m in delta.moved],
         "removed": list(delta.removed), "carried_entries": carried.carried, "dropped_entries": carried.dropped,
         "emit": emit, "usage": usage, "seconds": round(sum(timings.values()), 3),
+        "modes": mode_changes(ModeLookup(opts.config, opts.old_root.resolve()),
+                              ModeLookup(opts.run.configs_dir, opts.run.torch_root),
+                              [*delta.changed, *delta.added], delta.added),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "executed": bool(state and state.get("executed")),
     }
@@ -170,27 +174,31 @@ def _markdown(data: dict[str, Any]) -> str:
              f"unchanged {c['unchanged']}, moved/renamed {c['moved']} (decision carried over), removed {c['removed']}."), "",
              (f"Stages 3-4 ran on the delta only; its tests ran on the device: {'yes' if data['executed'] else 'no'}. "
              "The rest of the curated suite was not re-run."), ""]
-    for title, items in (("Changed (re-evaluated)", data["changed"]), ("Added (evaluated)", data["added"])):
-        lines += [f"## {title} ({len(items)})", ""] + [f"- `{k}`" for k in items] + ["- none"] * (not items) + [""]
+    modes = {row["test"]: row for row in data.get("modes", [])}
+    for title, items in (("Changed (re-evaluated): old -> new mode, and why", data["changed"]),
+                         ("Added (evaluated): mode, and why", data["added"])):
+        lines += [f"## {title} ({len(items)})", ""] + [wrap(mode_line(modes[k]) if k in modes else f"- `{k}`")
+                                                       for k in items] + ["- none"] * (not items) + [""]
     lines += [f"## Moved or renamed ({len(data['moved'])})", ""]
     lines += [f"- {m['kind']}: `{m['old']}` -> `{m['new']}`" for m in data["moved"]] or ["- none"]
     dropped = {d["test"]: d for d in data["dropped_entries"]}
     imports = data["imports"]
     lines += ["", f"## Files that stopped importing: skipped as a whole, needs review ({len(imports['stopped'])})", ""]
-    lines += [f"- `{f}`: {e}" for f, e in imports["stopped"].items()] or ["- none"]
+    lines += [wrap(f"- `{f}`: {e}") for f, e in imports["stopped"].items()] or ["- none"]
     lines += ["", f"## Files that import again: their tests evaluated ({len(imports['again'])})", ""]
     lines += [f"- `{f}`" for f in imports["again"]] or ["- none"]
     if imports["still"]:
         lines += ["", f"## Files that still do not import ({len(imports['still'])})", ""]
-        lines += [f"- `{f}`: {e}" for f, e in imports["still"].items()]
+        lines += [wrap(f"- `{f}`: {e}") for f, e in imports["still"].items()]
     lines += ["", f"## Removed upstream, dropped from the configs ({len(data['removed'])})", ""]
     lines += [f"- `{k}`" + (f" (had {dropped[k]['mode']}, written by the {dropped[k]['owner']})" if k in dropped else "")
               for k in data["removed"]] or ["- none"]
     emit = data.get("emit") or {}
     lines += ["", f"## Human edits kept on re-evaluated tests ({len(emit.get('kept_human', []))})", ""]
     lines += [f"- `{k}`" for k in emit.get("kept_human", [])] or ["- none"]
-    lines += ["", "## LLM usage", "", "- " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())),
-              "", f"Took {data['seconds']} s."]
+    if any(data["usage"].values()):  # all zero: the offline brain decided, no LLM was asked
+        lines += ["", "## LLM usage", "", wrap("- " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())))]
+    lines += ["", f"Took {data['seconds']} s."]
     return "\n".join(lines) + "\n"
 
 
