@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command, new_group
-from testcurator.cli.options import (BackendReq, Branches, ConfigDir, Cron, DispatchLabels, EventType, Label, OutTarget,
+from testcurator.cli.options import (BackendReq, Branches, Config, Cron, DispatchLabels, EventType, Label, OutTarget,
                                      Requirement, RunsOn, ScheduleLabels, Shards)
 from testcurator.errors import BadInputError
 
@@ -21,7 +21,7 @@ def github_cmd(
     backend: BackendReq,
     shards: Shards,
     out: OutTarget = Path(".github/workflows/testcurator.yml"),
-    config_dir: ConfigDir = "configs",
+    config: Config = None,
     runs_on: RunsOn = None,
     event_type: EventType = "pytorch-pr",
     branches: Branches = "main|release/.+",
@@ -33,14 +33,17 @@ def github_cmd(
 ) -> None:
     """Write a workflow: gate the relay's dispatch, nightly and releases; build once; one leg per shard; merge.
 
-    Each of the --shards matrix legs runs `exec --shard K/N`.
+    Each of the --shards matrix legs runs `exec --shard K/N` on --config: the configs' folder
+    inside the backend repository (default: configs).
     """
     from testcurator.config.profile import load_profile
     from testcurator.files import atomic_write_text
     from testcurator.pipelines.ci_github import WorkflowOptions, render_github_workflow
 
     profile, _ = load_profile(backend, check_paths=False)
-    opts = WorkflowOptions(shards=shards, config_dir=config_dir, profile_path=_in_repository(backend),
+    root = _repository(backend)
+    opts = WorkflowOptions(shards=shards, config_dir=_inside(config, root, "--config") if config else "configs",
+                           profile_path=_inside(backend, root, "--backend"),
                            runs_on=tuple(runs_on or ()), event_type=event_type,
                            branches=branches, label=label, cron=cron, testcurator_requirement=requirement,
                            dispatch_labels=dispatch_labels, schedule_labels=schedule_labels)
@@ -49,15 +52,20 @@ def github_cmd(
                   markup=False)
 
 
-def _in_repository(profile: Path) -> str:
-    """The profile's path from the root of the git repository that holds it (the backend
-    repository the workflow checks out), or from the current directory outside git."""
+def _repository(profile: Path) -> Path:
+    """The root of the git repository that holds the profile (the backend repository the
+    workflow checks out), or the current directory outside git."""
     path = profile.resolve()
-    root = next((p for p in path.parents if (p / ".git").exists()), Path.cwd().resolve())
-    if not path.is_relative_to(root):
-        raise BadInputError(f"--backend {profile}: not inside the backend repository {root}; the workflow checks out "
-                            "that repository and needs the profile in it")
-    return path.relative_to(root).as_posix()
+    return next((p for p in path.parents if (p / ".git").exists()), Path.cwd().resolve())
+
+
+def _inside(path: Path, root: Path, option: str) -> str:
+    """``path`` from the repository root: the workflow checks that repository out."""
+    full = path.resolve()
+    if not full.is_relative_to(root):
+        raise BadInputError(f"{option} {path}: not inside the backend repository {root}; the workflow checks out "
+                            "that repository and needs it there")
+    return full.relative_to(root).as_posix()
 
 
 def register(root: typer.Typer) -> None:

@@ -76,7 +76,7 @@ def show_cmd(
     top: TopK = 20,
     state_dir: StateDir = None,
 ) -> None:
-    """The slowest tests (-k/--top of them), and how many durations each source recorded."""
+    """The slowest tests (--top of them), and how many durations each source recorded."""
     from testcurator.memory.paths import resolve_state_dir
     from testcurator.runner.durations import DurationStore
 

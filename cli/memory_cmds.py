@@ -36,7 +36,7 @@ def build_cmd(
 ) -> None:
     """Index test files (tree-sitter), summarise each test and embed it; incremental.
 
-    -n/--workers: parser processes (default: up to 4 when many files changed).
+    -n/--workers: parser processes (default: up to 4 when many files changed, else 1).
     """
     workers = take_deprecated(workers, jobs, "-j/--jobs", "-n/--workers")
     as_json = take_deprecated(fmt, "json" if as_json else None, "--json", "--format json", default="text") == "json"

@@ -172,7 +172,6 @@ OUT_FILE = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="Write to 
 # Commands whose output is always a file (a workflow, a plan): where it goes.
 OUT_TARGET = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="The file to write (atomically).")
 MODEL_DIR = _opt("--model-dir", metavar="DIR", kind=PathKind.DIR_OUT, help="Where to assemble the GGUF model file (default: the package's cache).")
-CONFIG_DIR = _opt("--config-dir", metavar="DIR", help="The configs, relative to the backend repository.")
 ROOTDIR = _opt("--rootdir", metavar="DIR", kind=PathKind.DIR_IN, help="pytest's rootdir and working directory (default: the torch root).")
 REPO = _opt("--repo", metavar="DIR", kind=PathKind.DIR_IN, help="Git repository for REV:PATH sides (default: the current directory).")
 RESULTS = _opt("--results", metavar="PATH", kind=PathKind.PATH_IN, help="JUnit XML, results.jsonl, or a folder of them (repeatable).")
@@ -184,7 +183,8 @@ ALLOW_OUTSIDE_ROOT = _opt("--allow-outside-root",
                           help="Accept test paths that resolve outside the torch root (default: an error).")
 
 # --- how to run -------------------------------------------------------------------------------
-WORKERS = _opt("-n", "--workers", metavar="N", min=1, help="Parallel worker processes (pytest-xdist workers for test runs).")
+WORKERS = _opt("-n", "--workers", metavar="N", min=1,
+               help="Parallel worker processes: pytest-xdist workers where tests run (memory build: parser processes).")
 TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
                help="Per-test limit: a test running longer is killed and recorded as timeout (0: no limit).")
 RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")
@@ -197,7 +197,7 @@ EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity sear
 CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
 PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device first (before bucketing; "
              "in enable-op, before admitting: the capability table), so decisions know which op x dtype calls it "
-             "lacks (needs --capture-ops).")
+             "lacks (needs the CPU op capture: `run --capture-ops`, or `ops ingest`).")
 REBUILD = _opt("--rebuild", help="Discard the index and build it from scratch.")
 COLLECT = _opt("--collect", help="Also collect the files with pytest (no execution): exact instances and the static @ops map.")
 DEVICE = _opt("--device", metavar="NAME", help="Device type to instantiate tests for (e.g. curatedev).")
@@ -278,7 +278,7 @@ JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="De
 REPORT = _opt("--report", metavar="FILE", kind=PathKind.FILE_OUT, help="Also write the report to FILE (.json: JSON, else markdown).")
 FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
                    help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode.")
-TOP_K = _opt("-k", "--top", metavar="N", min=1, help="How many results.")
+TOP_K = _opt("--top", metavar="N", min=1, help="How many results.")
 DTYPE = _opt("--dtype", metavar="DTYPE", help="Only instances of this dtype (e.g. float16).")
 
 # --- import / export --------------------------------------------------------------------------
@@ -337,7 +337,6 @@ OutDir = Annotated[Optional[Path], OUT_DIR.make()]
 OutFile = Annotated[Optional[Path], OUT_FILE.make()]
 OutTarget = Annotated[Optional[Path], OUT_TARGET.make()]
 ModelDir = Annotated[Optional[Path], MODEL_DIR.make()]
-ConfigDir = Annotated[str, CONFIG_DIR.make()]
 Rootdir = Annotated[Optional[Path], ROOTDIR.make()]
 Repo = Annotated[Optional[Path], REPO.make()]
 Results = Annotated[Optional[list[Path]], RESULTS.make()]

@@ -6,9 +6,10 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
+from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
-                                     Execute, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Probe, Retries,
-                                     StateDir, Timeout, TorchRoot, Workers)
+                                     Execute, ExecutorName, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Probe,
+                                     Retries, Shards, StateDir, Timeout, TorchRoot, Workers)
 from testcurator.memory.paths import resolve_state_dir
 
 
@@ -29,6 +30,8 @@ def upgrade_cmd(
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
+    executor: ExecutorName = "local",
+    shards: Shards = 1,
 ) -> None:
     """Move a config to a new upstream tree: re-evaluate only added and changed tests, carry the rest.
 
@@ -46,8 +49,9 @@ def upgrade_cmd(
     run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
-                            say=lambda message: console.print(message, markup=False))
-    data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
+                            executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
+    with removing_if_created(out):  # a folder it made goes again when the upgrade stops before writing in it
+        data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
     if (out / "report.json").is_file():
         from testcurator.pipelines.report import finish_report
 

@@ -41,6 +41,7 @@ BAD = [
     ("durations show --top 0", "'--top'"),
     ("export disabled-tests --config conf.yaml --out adir", "adir is a folder; name a file"),
     (f"ci github --backend {BACKEND} --shards 2 --out adir", "adir is a folder; name a file"),
+    (f"ci github --backend {BACKEND} --shards 2 --config /tmp --out wf.yml", "--config /tmp: not inside the backend"),
     ("exec --config missing.yaml", "config path does not exist"),
     (f"exec --config conf.yaml --torch-root {UPSTREAM} --out afile", "afile is a file; name a folder"),
     ("eval adir", "is not a run folder"),

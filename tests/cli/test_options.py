@@ -136,7 +136,7 @@ def test_exec_state_dir_supplies_the_torch_root(tmp_path: Path, monkeypatch: pyt
 
 # Path-like placeholders that are not paths the caller names: relative to something else on
 # purpose (the torch root, the backend repository), revision sides, or a word ('latest').
-NOT_CALLER_PATHS = {"--config-dir", "--test-file", "arg:OLD", "arg:NEW", "arg:RUN_DIR", "arg:[TEST]...", "--backend"}
+NOT_CALLER_PATHS = {"--test-file", "arg:OLD", "arg:NEW", "arg:RUN_DIR", "arg:[TEST]...", "--backend"}
 
 
 def test_every_path_option_is_made_absolute_at_parse_time() -> None:

@@ -32,7 +32,7 @@ BAD = [
     ("memory build", "Missing option '--torch-root'", "testcurator memory build"),
     ("memory build --torch-root . -n 0", "'-n' / '--workers'", "testcurator memory build"),
     ("memory query", "Missing argument 'TEXT'", "testcurator memory query"),
-    ("memory query x -k 0", "'-k' / '--top'", "testcurator memory query"),
+    ("memory query x --top 0", "'--top'", "testcurator memory query"),
     ("memory show x --format yaml", "'yaml' is not one of text, json", "testcurator memory show"),
     ("memory nope", "No such command 'nope'", "testcurator memory"),
     ("ops tests-for", "Missing argument 'OP'", "testcurator ops tests-for"),
