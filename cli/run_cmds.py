@@ -11,8 +11,8 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
-from testcurator.cli.options import (BackendReq, Brain, CaptureOps, Embed, Execute, ExecutorName, LlmBaseUrl, LlmModel,
-                                     OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
+from testcurator.cli.options import (BackendReq, Brain, CaptureBudget, CaptureOps, Embed, Execute, ExecutorName,
+                                     LlmBaseUrl, LlmModel, OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
                                      Workers)
 from testcurator.memory.paths import resolve_state_dir
 
@@ -30,6 +30,7 @@ def run_cmd(
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
+    capture_budget_s: CaptureBudget = None,
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
@@ -54,7 +55,8 @@ def run_cmd(
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
-                            executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
+                            capture_budget_s=capture_budget_s, executor=executor, shards=shards,
+                            say=lambda message: console.print(message, markup=False))
     state = _run(run_nightly, ctx, console)
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)

@@ -40,6 +40,7 @@ from typing import Any
 from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.memory.builder import BuildStats, build
+from testcurator.memory.capture_run import CAPTURE_FORMAT, CapturePlan, DeviceTarget, capture_kept, summary
 from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
@@ -52,16 +53,18 @@ from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
-CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
 EVIDENCE = "evidence.json"
 
 
 IMPORT_ERRORS = "static.import_errors.json"
 
 
-def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path) -> Path:
+def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path,
+                   device: DeviceTarget | None = None) -> Path:
     """Collect ``files`` (relative to ``torch_root``) and write their static records to ``out``,
-    and the files that do not import (file -> pytest's error line) to :data:`IMPORT_ERRORS` beside it."""
+    and the files that do not import (file -> pytest's error line) to :data:`IMPORT_ERRORS` beside it.
+
+    On CPU (the reference device), or with ``device`` on the device, as the draft collects."""
     tmp = out.with_name(out.name + ".part")
     events = out.with_name(out.name + ".events.jsonl")
     events.unlink(missing_ok=True)
@@ -71,7 +74,12 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     argv = pytest_argv("-q", "--collect-only", "--assert=plain", "--continue-on-collection-errors",
                        f"--curate-capture-ops={tmp}",
                        f"--curate-events={events}", *tree_options(torch_root, out.parent), *files)
-    returncode = run_logged(argv, cwd=torch_root, env=reference_env(), log=log)
+    env = reference_env()
+    if device is not None:
+        argv += ["--curate-backend", device.backend] if device.backend else []
+        env.update(dict(device.env), PYTORCH_TESTING_DEVICE_ONLY_FOR=device.device,
+                   TORCH_ROOT=str(torch_root.resolve()))
+    returncode = run_logged(argv, cwd=torch_root, env=env, log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
     errors = dict(sorted((rel, error_line(text)) for rel, text in _collect_errors(events, torch_root).items()))
@@ -80,7 +88,8 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path)
     if returncode not in PYTEST_FINISHED or not (tmp.exists() or errors):
         raise ExecutionError(f"collecting {len(files)} file(s) failed (pytest exit {returncode}); see {log}:\n"
                              + pytest_message(log))
-    atomic_write_text(out.with_name(IMPORT_ERRORS), json.dumps(errors, indent=1, sort_keys=True) + "\n")
+    if device is None:  # the reference's: a file that imports on CPU and not on the device fails in the draft
+        atomic_write_text(out.with_name(IMPORT_ERRORS), json.dumps(errors, indent=1, sort_keys=True) + "\n")
     if not tmp.exists():
         tmp.write_text("", encoding="utf-8")
     tmp.replace(out)
@@ -135,19 +144,36 @@ def _static_map(torch_root: Path, files: Sequence[str], work: Path) -> Path:
     return collect_static(torch_root, files, out, work / "static.log")
 
 
+def _device_map(torch_root: Path, files: Sequence[str], work: Path, device: DeviceTarget,
+                say: Callable[[str], None]) -> Path | None:
+    """Collect-only on the device, as the draft will: which tests it instantiates. None when
+    that collection fails (the backend does not import): then every CPU instance counts, and
+    the draft reports the backend's fault."""
+    out = work / "device_static.jsonl"
+    if out.exists():
+        return out
+    try:
+        return collect_static(torch_root, files, out, work / "device_static.log", device=device)
+    except ExecutionError as exc:
+        say(f"warning: collecting on {device.device} failed, so the capture selects from CPU alone: {exc}")
+        return None
+
+
 def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work: Path, run: CaptureRun,
-                  say: Callable[[str], None]) -> Path | None:
-    """Run the kept tests once on CPU under the capture mode (cached by content), in shards
-    on the run's executor (a capture shard asks for CPUs, not the device)."""
-    cache = state_dir / "capture" / f"{_content_key(torch_root, files)}.jsonl"
-    out = work / "captured.jsonl"
-    if not cache.exists():
-        if not run_capture(torch_root, files, cache, work / "capture", state_dir=state_dir, executor=run.executor,
-                           shards=run.shards, workers=run.workers):
-            say(f"warning: op capture wrote nothing; see {work / 'capture'}/*/capture.log")
-            return None
-    shutil.copyfile(cache, out)
-    return out
+                  static: Path, device: Path | None, say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+    """Run the kept tests on CPU under the capture mode (memory/capture_run.py: what can
+    matter for the device, cached per file), in shards on the run's executor (a capture shard
+    asks for CPUs, not the device); the captured and projected records, and the figures."""
+    cpu = read_capture([static])
+    on_device = None
+    if device is not None:
+        pairs = {(TestKey.parse(r.nodeid).file, r.generic) for r in read_capture([device])}
+        on_device = lambda file, generic: (file, generic) in pairs  # noqa: E731 - a one-line predicate
+    plan = CapturePlan(run.executor, run.shards, run.workers, run.warm, run.budget_s)
+    records, figures = capture_kept(torch_root, files, cpu, on_device, state_dir=state_dir, work=work, plan=plan,
+                                    say=say)
+    say(summary(figures))
+    return _write_records(work / "captured.jsonl", records), figures
 
 
 def _ingest(state_dir: Path, records: Sequence[OpRecord]) -> None:
@@ -172,6 +198,8 @@ class CaptureRun:
     shards: int = 1
     workers: int = 1
     warm: WarmPytest | None = None
+    device: DeviceTarget | None = None  # a full capture keeps what the device instantiates
+    budget_s: float | None = None  # the most the capture may cost (estimated CPU seconds)
 
 
 def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path, work: Path, embed: bool,
@@ -179,20 +207,24 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
     """Build or refresh memory for ``files``; evidence into ``work``; figures for the report.
 
     ``capture`` None: no CPU op capture (the static map only)."""
-    # The collect-only pass is a pytest of its own that nothing else here waits on until the
-    # records are read: it runs beside the index (the driver's own work) and the capture (one
-    # more pytest), each on a core where there are two (at 1,000 files it is minutes). The
-    # capture stays on this thread: an executor such as Ray starts from the main thread.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="static-map") as pool:
+    # The collect-only passes (CPU, and the device's) are pytests of their own that run
+    # beside the index (the driver's own work), each on a core where there are two (at 1,000
+    # files it is minutes). The capture waits for both (they say what it runs) and stays
+    # on this thread: an executor such as Ray starts from the main thread.
+    device_target = capture.device if capture is not None else None
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="static-map") as pool:
         static_job = pool.submit(_static_map, torch_root, files, work)
+        device_job = pool.submit(_device_map, torch_root, files, work, device_target, say) if device_target else None
         stats = build(torch_root, list(files), state_dir, embed=embed)
-        captured = _captured_map(torch_root, files, state_dir, work, capture, say) if capture is not None else None
         static = static_job.result()
+        device = device_job.result() if device_job is not None else None
+    captured, figures = (_captured_map(torch_root, files, state_dir, work, capture, static, device, say)
+                         if capture is not None else (None, {}))
     records = read_capture([static, captured])  # read once: for the op map and the evidence
     _ingest(state_dir, records)
     write_evidence(work / EVIDENCE, gather(records))
     # Files that do not import are decided as a whole (pipelines/steps.py), never per test.
-    return {**_figures(stats, captured is not None), "import_errors": import_errors(work)}
+    return {**_figures(stats, captured is not None), "import_errors": import_errors(work), "capture": figures}
 
 
 # --- a delta run ---------------------------------------------------------------------

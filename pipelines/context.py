@@ -47,6 +47,9 @@ class RunContext:
     execute: bool = _field("Run the draft on the device and refine from the results.", default=True)
     resume: bool = _field("Continue the last run from its checkpoint.", default=False)
     capture_ops: bool = _field("Run the kept tests once on CPU to map them to aten ops.", default=True)
+    capture_budget_s: float | None = _field(
+        "The most the CPU op capture may cost, in estimated CPU seconds (memory/capture_select.py samples "
+        "further when what can matter would cost more); None: no limit.", default=None)
     probe: bool = _field("Replay the captured calls on the device before bucketing (pipelines/probe.py).",
                          default=True)
     embed: bool = _field("Per-test embeddings (similar tests as evidence).", default=True)

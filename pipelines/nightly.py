@@ -72,7 +72,9 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     from testcurator.memory import stage
 
     # A capture shard runs on CPU: it asks the executor for no device.
-    capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm)
+    device = stage.DeviceTarget(ctx.device, ctx.profile.backend_module, tuple(sorted(ctx.backend_env().items())))
+    capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm, device=device,
+                                budget_s=ctx.capture_budget_s)
                if ctx.capture_ops else None)
     # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}

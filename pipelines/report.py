@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
+from testcurator.memory.capture_run import report_lines
 from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.probe import overturned
@@ -278,6 +279,9 @@ def _markdown(data: Mapping[str, Any]) -> str:
     if data.get("held_back_instances"):
         lines += _held_back_md("Skipped and xfailed in the verification run (instances), by reason",
                                data["held_back_instances"], examples=2)
+    capture = report_lines((data.get("memory") or {}).get("capture") or {})
+    if capture:
+        lines += ["", "## Op capture on CPU", "", *capture]
     if data.get("probe"):
         p = data["probe"]
         lines += ["", "## Device probe", "", f"- {p['calls']} distinct call(s) (op x dtypes): " + ", ".join(

@@ -174,9 +174,19 @@ def static_record(item: pytest.Item) -> OpRecord:
         fields = identity_fields(item)
         op = _param_op(item)
         aten = opinfo_aten(op) if op is not None else None
-        return OpRecord(item.nodeid, source="static", aten=(aten,) if aten else (), **fields)
+        return OpRecord(item.nodeid, source="static", aten=(aten,) if aten else (),
+                        outcome="skipped" if skipped_at_collection(item) else None, **fields)
     except Exception as exc:  # a record with the error beats a collection that dies
         return OpRecord(item.nodeid, item.name, "static", error=f"identify: {exc!r}")
+
+
+def skipped_at_collection(item: pytest.Item) -> bool:
+    """Whether the item is skipped before it runs, whatever the device: ``unittest.skip`` on
+    the test or its class (``skipIf`` whose condition held at import), or pytest's ``skip``
+    mark. Such an instance runs nothing, so the capture need not run it."""
+    if item.get_closest_marker("skip") is not None:
+        return True
+    return any(getattr(obj, "__unittest_skip__", False) for obj in (getattr(item, "obj", None), getattr(item, "cls", None)))
 
 
 @dataclass

@@ -1,0 +1,170 @@
+"""A full run's CPU op capture: what to run (memory/capture_select.py), cached per file, with progress.
+
+1. The device's own collection (``--collect-only`` with the backend, as the draft will
+   collect) says which tests the device instantiates; the CPU collection (the static map)
+   lists every CPU instance. :func:`~testcurator.memory.capture_select.select` keeps one
+   instance per kind that can matter, within the budget.
+2. Per file, the capture is cached by the file's content, the kept instances, the torch
+   version and the capture format: a warm run captures only the files that changed (or
+   whose selection did), and reuses the others' records.
+3. The kept instances of the files left run through ``--curate-only`` (by identity, so no
+   other test is even instantiated) in the sharded capture, with a progress line.
+4. The instances of a captured kind that did not run get projected records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testcurator.files import atomic_write_text
+from testcurator.memory.capture_select import Selection, project, select
+from testcurator.memory.capture_shards import run_capture
+from testcurator.plugin.oprecord import OpRecord, read_records
+from testcurator.runner.durations import DurationStore
+from testcurator.runner.executors import Executor
+from testcurator.runner.ticker import LineCounter, Ticker
+from testcurator.runner.warm import WarmPytest
+from testcurator.vocab import TestKey
+
+CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
+# An instance no earlier capture timed is estimated at this many CPU seconds: the median
+# of 1,795 instances of 10 real upstream files on 2 cores (bench/scale.py states the spread).
+DEFAULT_INSTANCE_S = 0.05
+CACHE_DIR = "capture/files"
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """How to collect on the device: its torch name, the backend to import, its environment."""
+
+    device: str
+    backend: str | None
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    """Where the capture runs and what bounds it (the memory stage's :class:`CaptureRun` parts)."""
+
+    executor: Executor
+    shards: int = 1
+    workers: int = 1
+    warm: WarmPytest | None = None
+    budget_s: float | None = None
+
+
+def capture_kept(torch_root: Path, files: Sequence[str], cpu: Sequence[OpRecord],
+                 on_device: Callable[[str, str], bool] | None, *, state_dir: Path, work: Path, plan: CapturePlan,
+                 say: Callable[[str], None]) -> tuple[list[OpRecord], dict[str, Any]]:
+    """The captured and projected records for ``files``, and the capture's figures."""
+    selection = select(cpu, on_device, cost=_estimator(state_dir, plan), budget_s=plan.budget_s)
+    per_file = _by_file(selection)
+    caches = {rel: _cache_path(state_dir, torch_root, rel, per_file.get(rel, ())) for rel in files}
+    todo = [rel for rel in files if per_file.get(rel) and not caches[rel].exists()]
+    fresh = _capture(torch_root, todo, per_file, caches, state_dir=state_dir, work=work, plan=plan, say=say) if todo else {}
+    captured = [rec for rel in files if per_file.get(rel)
+                for rec in (fresh[rel] if rel in fresh else _read(caches[rel]))]
+    projected = project(cpu, captured, selection)
+    figures = {"instances": len([r for r in cpu if r.source == "static"]), "kept": len(selection.keep),
+               "left_out": dict(selection.left_out), "projected": len(projected), "files_captured": len(todo),
+               "files_reused": len([rel for rel in files if per_file.get(rel)]) - len(todo),
+               "estimate_s": selection.estimate_s, "budget_s": plan.budget_s}
+    return captured + projected, figures
+
+
+def _estimator(state_dir: Path, plan: CapturePlan) -> Callable[[OpRecord], float]:
+    """An instance's estimated CPU seconds: its own last capture time, else the default."""
+    if plan.budget_s is None:
+        return lambda rec: DEFAULT_INSTANCE_S
+    with DurationStore(state_dir) as store:
+        known = store.known_for("cpu")
+    return lambda rec: known.get(rec.nodeid, DEFAULT_INSTANCE_S)
+
+
+def _by_file(selection: Selection) -> dict[str, tuple[OpRecord, ...]]:
+    out: dict[str, list[OpRecord]] = {}
+    for rec in selection.keep:
+        out.setdefault(TestKey.parse(rec.nodeid).file, []).append(rec)
+    return {rel: tuple(recs) for rel, recs in out.items()}
+
+
+def _cache_path(state_dir: Path, torch_root: Path, rel: str, kept: Sequence[OpRecord]) -> Path:
+    import torch
+
+    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch.__version__}\0{rel}\0".encode())
+    digest.update((torch_root / rel).read_bytes())
+    digest.update("\n".join(r.nodeid for r in kept).encode())
+    return state_dir / CACHE_DIR / f"{digest.hexdigest()[:24]}.jsonl"
+
+
+def _read(path: Path) -> list[OpRecord]:
+    return [rec for rec in read_records(path) if rec is not None] if path.exists() else []
+
+
+def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Sequence[OpRecord]],
+             caches: Mapping[str, Path], *, state_dir: Path, work: Path, plan: CapturePlan,
+             say: Callable[[str], None]) -> dict[str, list[OpRecord]]:
+    """Capture the kept instances of ``todo``: each file's records, written to its cache when
+    every kept instance of the file was recorded."""
+    kept = Selection(tuple(rec for rel in todo for rec in per_file[rel]))
+    folder = work / "capture"
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = folder / "kept.tests"
+    atomic_write_text(keys, "".join(_absolute_line(torch_root, line) for line in kept.lines().splitlines()))
+    out = folder / "captured-all.jsonl"
+    say(f"capture: {len(kept.keep)} instance(s) of {len(todo)} file(s) on CPU")
+    counter = LineCounter(folder, "*/events.jsonl*", b'"event": "finish"')
+    with Ticker("capture", "instances", len(kept.keep), counter, say):
+        run_capture(torch_root, todo, out, folder, state_dir=state_dir, executor=plan.executor, shards=plan.shards,
+                    workers=plan.workers, extra=("--curate-only", str(keys)), warm=plan.warm)
+    records = _read(out)
+    found: dict[str, list[OpRecord]] = {}
+    for rel in todo:
+        mine = [r for r in records if TestKey.parse(r.nodeid).file == rel]
+        ran = {r.nodeid for r in mine if r.source == "captured"}
+        if len(ran) < len(per_file[rel]):
+            # A pytest that died part way (a test that crashes on CPU) kept what it wrote:
+            # used now, not cached, so that a later run tries the rest again.
+            say(f"capture: {rel}: {len(ran)} of {len(per_file[rel])} kept instance(s) recorded; not cached")
+        else:
+            atomic_write_text(caches[rel], "".join(r.to_json() + "\n" for r in mine))
+        found[rel] = mine
+    return found
+
+
+def _absolute_line(torch_root: Path, line: str) -> str:
+    key, _, generic = line.partition("\t")
+    parsed = TestKey.parse(key)
+    return f"{TestKey.of(str((torch_root / parsed.file).resolve()), parsed.name)}\t{generic}\n"
+
+
+def summary(figures: Mapping[str, Any]) -> str:
+    """One line for the log."""
+    left = figures.get("left_out") or {}
+    why = "; ".join(f"{n} {reason}" for reason, n in left.items()) or "none"
+    budget = f", budget {figures['budget_s']:.0f} s" if figures.get("budget_s") is not None else ""
+    return (f"capture: ran {figures['kept']} of {figures['instances']} CPU instance(s) (left out: {why}); "
+            f"{figures['files_captured']} file(s) captured, {figures['files_reused']} reused{budget}")
+
+
+def report_lines(figures: Mapping[str, Any]) -> list[str]:
+    """The report's bullets: what ran, what was left out and why, what was reused."""
+    if not figures:
+        return []
+    lines = [f"- ran {figures['kept']} of the {figures['instances']} CPU instance(s) of the kept files "
+             f"(estimated {figures['estimate_s']} CPU s"
+             + (f", budget {figures['budget_s']:.0f} s" if figures.get("budget_s") is not None else "") + ")"]
+    lines += [f"- left out, {reason}: {n}" for reason, n in (figures.get("left_out") or {}).items()]
+    lines.append(f"- projected records (a captured kind's ops at another dtype, no CPU outcome): {figures['projected']}")
+    lines.append(f"- files captured now: {figures['files_captured']}; reused from an earlier capture "
+                 f"(same file, selection and torch): {figures['files_reused']}")
+    return lines
+
+
+def write_figures(path: Path, figures: Mapping[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(dict(figures), indent=1, sort_keys=True) + "\n")

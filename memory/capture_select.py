@@ -1,0 +1,191 @@
+"""Which CPU instances the op capture runs, and the evidence the others get from them.
+
+The capture runs tests on CPU to learn the aten calls they make; on real upstream files an
+instance costs seconds and a test has thousands (an OpInfo test: ops x dtypes). Most of
+that buys nothing for the device:
+
+1. **Not on the device.** A test the device never instantiates (``only_for=("cpu",
+   "cuda")``, ``@onlyCUDA``, a device-specific class) is decided without its ops: its CPU
+   instances are not captured. Known from a collect-only pass on the device itself.
+2. **Skipped upstream.** An instance pytest already skips at collection (``unittest.skip``)
+   runs nothing on CPU either.
+3. **Another dtype of the same kind.** The instances of one test that differ only in dtype
+   within one dtype family (same OpInfo op, ModuleInfo and parameters; floating, integral,
+   bool, complex: a family can take other paths, ``randint`` instead of ``uniform_``)
+   dispatch the same ops with other input dtypes: one of them is captured (the first of
+   :data:`PREFERRED` it has), and the others
+   get its record with the dtypes rewritten (:func:`project`): the probe then replays each
+   projected call at its own dtype on the device, so dtype support is still decided per op.
+   A projection has no CPU outcome: only captured instances say how a test ends on CPU.
+4. **Over the budget.** With ``budget_s``, kinds are kept round-robin over the tests (every
+   test's first kind, then every test's second...) while their estimated cost fits.
+
+This module needs no torch and no pytest: records in, records out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from testcurator.names import split_dtypes
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.vocab import TestKey, instance_key
+
+# The dtype a kind's captured instance has, in order of preference: float32 is what a
+# device supports first. int64 comes last of the integers: it is also the dtype of the
+# index tensors many tests make, which a projection from int64 would retype with the rest.
+PREFERRED = ("float32", "float64", "float16", "bfloat16", "int32", "int16", "int8", "uint8", "int64",
+             "complex64", "complex128", "bool")
+NOT_ON_DEVICE = "not instantiated on the device"
+SKIPPED_UPSTREAM = "skipped at collection upstream"
+SAME_KIND = "another dtype of a captured kind (projected)"
+OVER_BUDGET = "over the capture budget"
+# file, generic, op, module, instance name without its dtype, the dtype's family
+Kind = tuple[str, str, str, str, str, str]
+
+
+def family(dtype: str) -> str:
+    """``float32`` -> ``floating``; ``int64`` -> ``integral``; ``complex64`` -> ``complex``;
+    ``bool`` is a family of its own (masks, logical ops: other kernels than the integers')."""
+    if dtype.startswith("complex"):
+        return "complex"
+    if dtype.startswith(("int", "uint")):
+        return "integral"
+    return "floating" if dtype.startswith(("float", "bfloat", "half", "double")) else dtype
+
+
+def kind_of(rec: OpRecord) -> Kind:
+    """The instances of one test that differ only in dtype, within a family, share a kind."""
+    key = TestKey.parse(rec.nodeid)
+    name = key.test
+    if rec.dtype and name.endswith("_" + rec.dtype):
+        name = name[: -len(rec.dtype) - 1]
+    families = ",".join(family(d) for d in split_dtypes(rec.dtype))
+    return (key.file, rec.generic, rec.op or "", rec.module or "", name, families)
+
+
+def _rank(rec: OpRecord) -> tuple[int, str]:
+    first = (split_dtypes(rec.dtype) or ("",))[0]
+    return (PREFERRED.index(first) if first in PREFERRED else len(PREFERRED), rec.nodeid)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The instances to capture, the kind each other instance is projected from, and how many
+    instances were left out per reason (:data:`NOT_ON_DEVICE` ...)."""
+
+    keep: tuple[OpRecord, ...]
+    source_of: Mapping[str, str] = field(default_factory=dict)  # node id -> the captured node id of its kind
+    left_out: Mapping[str, int] = field(default_factory=dict)
+    estimate_s: float = 0.0  # the kept instances' estimated CPU seconds
+
+    def lines(self) -> str:
+        """The ``--curate-only`` lines naming the kept instances by identity (plugin/only.py)."""
+        return "".join(f"{instance_key(r.nodeid, r.generic)}\t{r.generic}\n" for r in self.keep)
+
+
+def select(cpu: Iterable[OpRecord], on_device: Callable[[str, str], bool] | None, *,
+           cost: Callable[[OpRecord], float], budget_s: float | None = None) -> Selection:
+    """What to capture of the CPU collection ``cpu`` (static records).
+
+    ``on_device(file, generic)``: whether the device instantiates that test (None: unknown,
+    every test counts). ``cost``: an instance's estimated CPU seconds; ``budget_s``: the most
+    the kept instances may cost together (None: no limit)."""
+    left: Counter[str] = Counter()
+    kinds: dict[Kind, list[OpRecord]] = {}
+    for rec in cpu:
+        if rec.source != "static" or rec.error:
+            continue
+        if on_device is not None and not on_device(TestKey.parse(rec.nodeid).file, rec.generic):
+            left[NOT_ON_DEVICE] += 1
+        elif rec.outcome == "skipped":
+            left[SKIPPED_UPSTREAM] += 1
+        else:
+            kinds.setdefault(kind_of(rec), []).append(rec)
+    reps = {kind: min(members, key=_rank) for kind, members in kinds.items()}
+    kept, spent = _within_budget(reps, cost, budget_s)
+    source_of: dict[str, str] = {}
+    for kind, members in kinds.items():
+        if kind not in kept:
+            left[OVER_BUDGET] += len(members)
+            continue
+        for rec in members:
+            if rec.nodeid != reps[kind].nodeid:
+                source_of[rec.nodeid] = reps[kind].nodeid
+                left[SAME_KIND] += 1
+    keep = tuple(sorted((reps[k] for k in kept), key=lambda r: r.nodeid))
+    return Selection(keep, source_of, dict(sorted(left.items())), round(spent, 1))
+
+
+def _within_budget(reps: Mapping[Kind, OpRecord], cost: Callable[[OpRecord], float],
+                   budget_s: float | None) -> tuple[set[Kind], float]:
+    """The kinds kept: all, or round-robin over the tests while the estimate fits the budget."""
+    if budget_s is None:
+        return set(reps), sum(cost(r) for r in reps.values())
+    per_test: dict[tuple[str, str], list[Kind]] = {}
+    for kind in sorted(reps):
+        per_test.setdefault(kind[:2], []).append(kind)
+    kept: set[Kind] = set()
+    spent, depth = 0.0, 0
+    while any(len(kinds) > depth for kinds in per_test.values()):
+        for kinds in per_test.values():
+            if len(kinds) > depth:
+                seconds = cost(reps[kinds[depth]])
+                if spent + seconds <= budget_s:
+                    kept.add(kinds[depth])
+                    spent += seconds
+        depth += 1
+    return kept, spent
+
+
+# --- projection ------------------------------------------------------------------------------
+def project(cpu: Iterable[OpRecord], captured: Sequence[OpRecord], selection: Selection) -> list[OpRecord]:
+    """A record for every instance of ``cpu`` whose kind was captured through another dtype:
+    the captured instance's ops, its calls and examples with its dtype rewritten to the
+    instance's, and no outcome (it did not run)."""
+    by_node: dict[str, list[OpRecord]] = {}
+    for rec in captured:
+        by_node.setdefault(rec.nodeid, []).append(rec)
+    out = []
+    for rec in cpu:
+        source = selection.source_of.get(rec.nodeid)
+        for done in by_node.get(source, []) if source else []:
+            out.append(_projected(done, rec))
+    return out
+
+
+def _projected(done: OpRecord, target: OpRecord) -> OpRecord:
+    old, new = split_dtypes(done.dtype), split_dtypes(target.dtype)
+    swap = dict(zip(old, new)) if len(old) == len(new) else {}
+    calls = tuple(sorted({_call(c, swap) for c in done.calls}))
+    examples = {_call(k, swap): _example(v, swap) for k, v in done.examples.items()}
+    return replace(done, nodeid=target.nodeid, dtype=target.dtype, outcome=None, failure=None, error=None,
+                   calls=calls if swap else (), examples=examples if swap else {})
+
+
+def _call(key: str, swap: Mapping[str, str]) -> str:
+    op, _, rest = key.partition("(")
+    inner = rest.removesuffix(")")
+    return f"{op}({','.join(swap.get(d, d) for d in inner.split(',')) if inner else ''})"
+
+
+def _example(text: str, swap: Mapping[str, str]) -> str:
+    return json.dumps(_swap(json.loads(text), swap))
+
+
+def _swap(value: Any, swap: Mapping[str, str]) -> Any:
+    if isinstance(value, list):
+        return [_swap(v, swap) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _swap(v, swap) for k, v in value.items()}
+    for name in ("tensor", "dtype"):
+        if isinstance(out.get(name), str):
+            out[name] = swap.get(out[name], out[name])
+    if "tensor" in out and "values" in out and out["tensor"] != value.get("tensor"):
+        del out["values"]  # values of another dtype (indices, a mask) may not fit this one
+    return out

@@ -1,0 +1,90 @@
+"""A progress line for long work that reports no progress of its own: done/total, rate, ETA.
+
+A stage such as the op capture waits on pytest processes (local or on Ray) for minutes. A
+:class:`Ticker` runs beside it in a thread, asks ``count()`` how much is done (the capture:
+finished tests in its shards' event logs) and says one line every ``every`` seconds, so
+that a run is never silent for long, on a terminal or piped to a log:
+
+    capture: 120/450 instances (27%), 3.1/s, about 1m46s left
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+EVERY_S = 10.0
+
+
+def duration(seconds: float) -> str:
+    """``1m46s``, ``2h03m``, ``9s``."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def progress_line(label: str, unit: str, done: int, total: int | None, elapsed: float) -> str:
+    """One line: done/total (percent), rate, and the time left at that rate."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if not total:
+        return f"{label}: {done} {unit} done, {rate:.1f}/s, {duration(elapsed)} so far"
+    shown = f"{label}: {done}/{total} {unit} ({100 * done // total}%), {rate:.1f}/s"
+    if done == 0:
+        return f"{shown}, starting ({duration(elapsed)} so far)"
+    left = f"about {duration((total - done) / rate)} left" if done < total else "finishing"
+    return f"{shown}, {left}"
+
+
+class Ticker:
+    """Says :func:`progress_line` every ``every`` seconds while the ``with`` block runs."""
+
+    def __init__(self, label: str, unit: str, total: int | None, count: Callable[[], int],
+                 say: Callable[[str], None], every: float = EVERY_S) -> None:
+        self.label, self.unit, self.total, self.count, self.say, self.every = label, unit, total, count, say, every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start = 0.0
+
+    def __enter__(self) -> Ticker:
+        self._start = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name=f"ticker-{self.label}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                done = self.count()
+            except OSError:  # a log rotated or removed under us: say nothing this time
+                continue
+            self.say(progress_line(self.label, self.unit, done, self.total, time.monotonic() - self._start))
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class LineCounter:
+    """How many lines of the files matching ``pattern`` under ``folder`` hold ``needle``, read
+    incrementally (each poll reads only what was appended since the last)."""
+
+    def __init__(self, folder: Path, pattern: str, needle: bytes) -> None:
+        self.folder, self.pattern, self.needle = folder, pattern, needle
+        self._offsets: dict[Path, int] = {}
+        self._count = 0
+
+    def __call__(self) -> int:
+        for path in sorted(self.folder.glob(self.pattern)) if self.folder.is_dir() else []:
+            start = self._offsets.get(path, 0)
+            with path.open("rb") as fh:
+                fh.seek(start)
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1  # a half-written line waits for the next poll
+            self._count += chunk[:end].count(self.needle)
+            self._offsets[path] = start + end
+        return self._count

@@ -1,0 +1,104 @@
+"""What the CPU op capture runs (memory/capture_select.py), and what the others get from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, SAME_KIND, SKIPPED_UPSTREAM, kind_of,
+                                               project, select)
+from testcurator.plugin.oprecord import OpRecord
+
+F = "test/test_ops.py"
+
+
+def static(test: str, generic: str, dtype: str | None = None, op: str | None = None,
+           outcome: str | None = None) -> OpRecord:
+    return OpRecord(f"{F}::TestOpsCPU::{test}", generic, "static", device="cpu", dtype=dtype, op=op, outcome=outcome)
+
+
+RECORDS = [
+    # an OpInfo test: two ops x four dtypes of two families
+    *(static(f"test_out_{op}_cpu_{dt}", "TestOps::test_out", dt, op) for op in ("add", "mul")
+      for dt in ("int64", "int32", "float64", "float32")),
+    # a parametrized test: two parameter values x two dtypes of one family, no op
+    *(static(f"test_pool_{p}_cpu_{dt}", "TestOps::test_pool", dt) for p in ("2x3", "0") for dt in ("bfloat16", "float16")),
+    # a test the device does not instantiate
+    static("test_cuda_only_cpu_float32", "TestOps::test_cuda_only", "float32"),
+    # skipped at collection upstream
+    static("test_skipped_cpu", "TestOps::test_skipped", outcome="skipped"),
+]
+
+
+def on_device(file: str, generic: str) -> bool:
+    return generic != "TestOps::test_cuda_only"
+
+
+def test_one_instance_per_kind_the_preferred_dtype_and_the_reasons_counted() -> None:
+    sel = select(RECORDS, on_device, cost=lambda rec: 1.0)
+    kept = sorted(r.nodeid.rpartition("::")[2] for r in sel.keep)
+    # one per op, parameters and dtype family; float32 first, else the next preferred
+    # (float16 before bfloat16; int32 before int64, the dtype of index tensors)
+    assert kept == ["test_out_add_cpu_float32", "test_out_add_cpu_int32", "test_out_mul_cpu_float32",
+                    "test_out_mul_cpu_int32", "test_pool_0_cpu_float16", "test_pool_2x3_cpu_float16"]
+    assert sel.left_out == {NOT_ON_DEVICE: 1, SAME_KIND: 6, SKIPPED_UPSTREAM: 1}
+    assert sel.source_of[f"{F}::TestOpsCPU::test_out_add_cpu_int64"] == f"{F}::TestOpsCPU::test_out_add_cpu_int32"
+    assert sel.source_of[f"{F}::TestOpsCPU::test_out_add_cpu_float64"] == f"{F}::TestOpsCPU::test_out_add_cpu_float32"
+    assert sel.estimate_s == 6.0
+    # the --curate-only lines name instances by identity: the generic class, the instance's own name
+    assert f"{F}::TestOps::test_out_add_cpu_float32\tTestOps::test_out\n" in sel.lines()
+
+
+def test_without_a_device_collection_every_test_counts() -> None:
+    sel = select(RECORDS, None, cost=lambda rec: 1.0)
+    assert NOT_ON_DEVICE not in sel.left_out
+    assert any(r.generic == "TestOps::test_cuda_only" for r in sel.keep)
+
+
+def test_a_budget_keeps_every_tests_first_kind_before_any_second() -> None:
+    sel = select(RECORDS, on_device, cost=lambda rec: 1.0, budget_s=2.5)
+    assert sorted(r.generic for r in sel.keep) == ["TestOps::test_out", "TestOps::test_pool"]
+    # test_out's other three kinds (two dtypes each), test_pool's second kind (two dtypes)
+    assert sel.left_out[OVER_BUDGET] == 3 * 2 + 2
+    assert sel.estimate_s <= 2.5
+
+
+@pytest.mark.parametrize(("name", "dtype", "expected"), [
+    ("test_out_add_cpu_float32", "float32", "test_out_add_cpu"),
+    ("test_pair_cpu_complex64_float32", "complex64_float32", "test_pair_cpu"),
+    ("test_plain", None, "test_plain"),
+])
+def test_kind_drops_only_the_dtype(name: str, dtype: str | None, expected: str) -> None:
+    assert kind_of(static(name, "TestOps::t", dtype))[4] == expected
+
+
+def test_projection_rewrites_the_dtype_in_calls_and_examples_and_has_no_outcome() -> None:
+    sel = select(RECORDS, on_device, cost=lambda rec: 1.0)
+    example = {"args": [{"tensor": "float32", "shape": [2], "stride": [1]},
+                        {"tensor": "int64", "shape": [1], "stride": [1], "values": [0]}], "kwargs": {"dtype": {"dtype": "float32"}}}
+    done = OpRecord(f"{F}::TestOpsCPU::test_out_add_cpu_float32", "TestOps::test_out", "captured", device="cpu",
+                    dtype="float32", op="add", aten=("aten::add.Tensor",), outcome="failed", failure="E: boom",
+                    calls=("aten::add.Tensor(float32,int64)",),
+                    examples={"aten::add.Tensor(float32,int64)": json.dumps(example)})
+    projected = {r.nodeid.rpartition("::")[2]: r for r in project(RECORDS, [done], sel)}
+    assert sorted(projected) == ["test_out_add_cpu_float64"]  # the integral family has its own capture
+    rec = projected["test_out_add_cpu_float64"]
+    assert (rec.dtype, rec.aten, rec.outcome, rec.failure) == ("float64", ("aten::add.Tensor",), None, None)
+    assert rec.calls == ("aten::add.Tensor(float64,int64)",)
+    rebuilt = json.loads(rec.examples["aten::add.Tensor(float64,int64)"])
+    assert rebuilt["args"][0]["tensor"] == "float64" and rebuilt["kwargs"]["dtype"] == {"dtype": "float64"}
+    # the int64 index tensor is not of the test's dtype: it and its values stay (indices in range)
+    assert rebuilt["args"][1] == example["args"][1]
+
+
+def test_a_retyped_tensor_loses_values_of_its_old_dtype() -> None:
+    sel = select(RECORDS, on_device, cost=lambda rec: 1.0)
+    example = {"args": [{"tensor": "int32", "shape": [2], "stride": [1], "values": [3, 4]}], "kwargs": {}}
+    done = OpRecord(f"{F}::TestOpsCPU::test_out_mul_cpu_int32", "TestOps::test_out", "captured", device="cpu",
+                    dtype="int32", op="mul", calls=("aten::mul.Tensor(int32)",),
+                    examples={"aten::mul.Tensor(int32)": json.dumps(example)})
+    (rec,) = project(RECORDS, [done], sel)
+    assert rec.nodeid.endswith("test_out_mul_cpu_int64")
+    assert json.loads(rec.examples["aten::mul.Tensor(int64)"])["args"][0] == {"tensor": "int64", "shape": [2],
+                                                                                "stride": [1]}
