@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command, new_group
-from testcurator.cli.options import (BackendReq, Branches, Config, Cron, DispatchLabels, EventType, Label, OutTarget,
+from testcurator.cli.options import (BackendReq, Branches, Config, Cron, DispatchLabels, EventType, Label, WorkflowOut,
                                      Requirement, RunsOn, ScheduleLabels, Shards)
 from testcurator.errors import BadInputError
 
@@ -20,7 +20,7 @@ app = new_group("ci", "Generate CI that runs the curated suite as a sharded matr
 def github_cmd(
     backend: BackendReq,
     shards: Shards,
-    out: OutTarget = Path(".github/workflows/testcurator.yml"),
+    out: WorkflowOut = Path(".github/workflows/testcurator.yml"),
     config: Config = None,
     runs_on: RunsOn = None,
     event_type: EventType = "pytorch-pr",
@@ -47,6 +47,8 @@ def github_cmd(
                            runs_on=tuple(runs_on or ()), event_type=event_type,
                            branches=branches, label=label, cron=cron, testcurator_requirement=requirement,
                            dispatch_labels=dispatch_labels, schedule_labels=schedule_labels)
+    if not out.parent.is_dir():
+        console.print(f"made folder {out.parent}", markup=False)
     atomic_write_text(out, render_github_workflow(profile, opts))
     console.print(f"wrote {out}: {shards} shard(s) on {', '.join(runs_on or ['self-hosted', profile.device.torch_name])}",
                   markup=False)

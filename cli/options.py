@@ -171,6 +171,9 @@ OUT_DIR = _opt("--out", metavar="DIR", kind=PathKind.DIR_OUT, help="Output folde
 OUT_FILE = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="Write to this file (atomically) instead of stdout.")
 # Commands whose output is always a file (a workflow, a plan): where it goes.
 OUT_TARGET = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="The file to write (atomically).")
+# ci github: a workflow goes to .github/workflows/, which a repository often does not have yet.
+WORKFLOW_OUT = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT_MAKING,
+                    help="The workflow file to write (atomically); missing folders are made, and said.")
 MODEL_DIR = _opt("--model-dir", metavar="DIR", kind=PathKind.DIR_OUT, help="Where to assemble the GGUF model file (default: the package's cache).")
 ROOTDIR = _opt("--rootdir", metavar="DIR", kind=PathKind.DIR_IN, help="pytest's rootdir and working directory (default: the torch root).")
 REPO = _opt("--repo", metavar="DIR", kind=PathKind.DIR_IN, help="Git repository for REV:PATH sides (default: the current directory).")
@@ -195,10 +198,6 @@ FORCE = _opt("--force", help="Replace output files that already exist.")
 QUIET = _opt("-q", "--quiet", help="No progress display.")
 EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity search (the slow part of indexing).")
 CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
-CAPTURE_BUDGET = _opt("--capture-budget-s", metavar="SECONDS", min=0,
-                     help="The most the CPU op capture may cost, in estimated CPU seconds (from earlier captures' "
-                          "timings): over it, fewer kinds of each test are captured, said in the report (default: no "
-                          "limit).")
 PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device first (before bucketing; "
              "in enable-op, before admitting: the capability table), so decisions know which op x dtype calls it "
              "lacks (needs the CPU op capture: `run --capture-ops`, or `ops ingest`).")
@@ -340,6 +339,7 @@ BackendExec = Annotated[Optional[str], BACKEND_EXEC.make()]
 OutDir = Annotated[Optional[Path], OUT_DIR.make()]
 OutFile = Annotated[Optional[Path], OUT_FILE.make()]
 OutTarget = Annotated[Optional[Path], OUT_TARGET.make()]
+WorkflowOut = Annotated[Path, WORKFLOW_OUT.make()]
 ModelDir = Annotated[Optional[Path], MODEL_DIR.make()]
 Rootdir = Annotated[Optional[Path], ROOTDIR.make()]
 Repo = Annotated[Optional[Path], REPO.make()]
@@ -358,7 +358,6 @@ Quiet = Annotated[bool, QUIET.make()]
 Embed = Annotated[bool, EMBED.make()]
 CaptureOps = Annotated[bool, CAPTURE_OPS.make()]
 Probe = Annotated[bool, PROBE.make()]
-CaptureBudget = Annotated[Optional[float], CAPTURE_BUDGET.make()]
 Rebuild = Annotated[bool, REBUILD.make()]
 Collect = Annotated[bool, COLLECT.make()]
 Device = Annotated[Optional[str], DEVICE.make()]

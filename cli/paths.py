@@ -29,6 +29,7 @@ class PathKind(str, Enum):
     PATH_IN = "path_in"  # an existing file or folder (a config, results)
     DIR_OUT = "dir_out"  # a folder, created if missing (--out of run, the state dir)
     FILE_OUT = "file_out"  # a file, in a folder that exists (--out of review)
+    FILE_OUT_MAKING = "file_out_making"  # a file whose folders are made, and said (ci github's workflow)
 
 
 def check_path(path: Path, kind: PathKind, *, default: bool = False, noun: str | None = None) -> None:
@@ -52,7 +53,7 @@ def check_path(path: Path, kind: PathKind, *, default: bool = False, noun: str |
     else:
         if path.is_dir():
             raise typer.BadParameter(f"{path} is a folder; name a file")
-        if not default and not path.parent.is_dir():
+        if not default and kind is PathKind.FILE_OUT and not path.parent.is_dir():
             raise typer.BadParameter(f"the folder {path.parent} does not exist; create it first, or name another file")
         _writable(_nearest_existing(path.parent))
 
