@@ -73,4 +73,13 @@ def test_an_entrys_own_edits_apply_before_judging() -> None:
     prediction = Prediction("mandatory_success", exclude_dtypes=("float64",))
     assert check({key: (prediction, "Mandatory success, with dtypes float64 excluded.")}, records, ROOT) == []
     [found] = check({key: (Prediction("mandatory_success"), "Mandatory.")}, records, ROOT)
-    assert found.kind == "fails" and found.found.startswith("1 of 2 variant(s) that ran failed (unknown: boom)")
+    assert found.kind == "fails" and found.found.startswith("1 of 2 variants that ran failed (unknown: boom)")
+
+
+def test_counts_are_said_in_words_not_variant_s() -> None:
+    key = TestKey.of(FILE, "TestShapeOps::test_dim")
+    skip = (Prediction("skip"), CASES[0][1])
+    [one] = check({key: skip}, [_rec("test_dim", "passed")], ROOT)
+    assert one.found == "the only variant that ran passed on the device"
+    [two] = check({key: skip}, [_rec("test_dim", "passed"), _rec("test_dim", "passed", dtype="float64")], ROOT)
+    assert two.found == "all 2 variants that ran passed on the device"
