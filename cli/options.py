@@ -198,6 +198,10 @@ FORCE = _opt("--force", help="Replace output files that already exist.")
 QUIET = _opt("-q", "--quiet", help="No progress display.")
 EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity search (the slow part of indexing).")
 CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
+CAPTURE_BUDGET = _opt("--capture-budget-s", metavar="SECONDS", min=0,
+                     help="The most the CPU op capture may cost, in estimated CPU seconds (from earlier captures' "
+                          "timings): over it, fewer kinds of each test are captured, said in the report (default: no "
+                          "limit).")
 PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device first (before bucketing; "
              "in enable-op, before admitting: the capability table), so decisions know which op x dtype calls it "
              "lacks (needs the CPU op capture: `run --capture-ops`, or `ops ingest`).")
@@ -358,6 +362,7 @@ Quiet = Annotated[bool, QUIET.make()]
 Embed = Annotated[bool, EMBED.make()]
 CaptureOps = Annotated[bool, CAPTURE_OPS.make()]
 Probe = Annotated[bool, PROBE.make()]
+CaptureBudget = Annotated[Optional[float], CAPTURE_BUDGET.make()]
 Rebuild = Annotated[bool, REBUILD.make()]
 Collect = Annotated[bool, COLLECT.make()]
 Device = Annotated[Optional[str], DEVICE.make()]
