@@ -32,9 +32,9 @@ from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
 CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
-# An instance no earlier capture timed is estimated at this many CPU seconds: the median
-# of 1,795 instances of 10 real upstream files on 2 cores (bench/scale.py states the spread).
-DEFAULT_INSTANCE_S = 0.05
+# An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
+# 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
+DEFAULT_INSTANCE_S = 0.13
 CACHE_DIR = "capture/files"
 
 
@@ -119,7 +119,7 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
     out = folder / "captured-all.jsonl"
     say(f"capture: {len(kept.keep)} instance(s) of {len(todo)} file(s) on CPU")
     counter = LineCounter(folder, "*/events.jsonl*", b'"event": "finish"')
-    with Ticker("capture", "instances", len(kept.keep), counter, say):
+    with Ticker.counting("capture", "instances", len(kept.keep), counter, say):
         run_capture(torch_root, todo, out, folder, state_dir=state_dir, executor=plan.executor, shards=plan.shards,
                     workers=plan.workers, extra=("--curate-only", str(keys)), warm=plan.warm)
     records = _read(out)

@@ -50,6 +50,7 @@ from testcurator.runner.command import pytest_argv, reference_env, run_logged, t
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
+from testcurator.runner.ticker import Ticker, duration
 from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
@@ -166,9 +167,12 @@ def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work:
     asks for CPUs, not the device); the captured and projected records, and the figures."""
     cpu = read_capture([static])
     on_device = None
-    if device is not None:
-        pairs = {(TestKey.parse(r.nodeid).file, r.generic) for r in read_capture([device])}
+    pairs = {(TestKey.parse(r.nodeid).file, r.generic) for r in read_capture([device])} if device else set()
+    if pairs:
         on_device = lambda file, generic: (file, generic) in pairs  # noqa: E731 - a one-line predicate
+    elif device is not None and cpu:
+        say("warning: the device's collection found no test at all, so the capture selects from CPU alone; "
+            f"see {device.with_suffix('.log')}")
     plan = CapturePlan(run.executor, run.shards, run.workers, run.warm, run.budget_s)
     records, figures = capture_kept(torch_root, files, cpu, on_device, state_dir=state_dir, work=work, plan=plan,
                                     say=say)
@@ -212,7 +216,9 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
     # files it is minutes). The capture waits for both (they say what it runs) and stays
     # on this thread: an executor such as Ray starts from the main thread.
     device_target = capture.device if capture is not None else None
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="static-map") as pool:
+    where = f"CPU and {device_target.device}" if device_target else "CPU"
+    with Ticker(lambda t: f"memory: indexing, collecting on {where}: {duration(t)} so far", say), \
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="static-map") as pool:
         static_job = pool.submit(_static_map, torch_root, files, work)
         device_job = pool.submit(_device_map, torch_root, files, work, device_target, say) if device_target else None
         stats = build(torch_root, list(files), state_dir, embed=embed)

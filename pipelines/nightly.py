@@ -72,7 +72,10 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     from testcurator.memory import stage
 
     # A capture shard runs on CPU: it asks the executor for no device.
-    device = stage.DeviceTarget(ctx.device, ctx.profile.backend_module, tuple(sorted(ctx.backend_env().items())))
+    # Without a backend module nothing registers the device: its collection would find
+    # no device-generic test, which says nothing about what the device runs.
+    device = (stage.DeviceTarget(ctx.device, ctx.profile.backend_module, tuple(sorted(ctx.backend_env().items())))
+              if ctx.profile.backend_module else None)
     capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm, device=device,
                                 budget_s=ctx.capture_budget_s)
                if ctx.capture_ops else None)

@@ -29,6 +29,7 @@ from testcurator.memory.capability import (
 )
 from testcurator.memory.opmap import OpMap
 from testcurator.runner.probe import NO_EXAMPLE, ProbeSpec, probe_calls
+from testcurator.runner.ticker import Ticker, duration
 from testcurator.vocab import PROBE_STATUSES, TestKey
 
 PROBE_EVIDENCE = "probe_evidence.json"
@@ -75,7 +76,8 @@ def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Co
                     f"({len(calls) - len(todo)} known from an earlier probe)")
                 spec = ProbeSpec(device=target.profile.device.torch_name, backend=target.profile.backend_module,
                                  env=target.profile.test_env(target.profile_path), cwd=target.profile_path.parent)
-                table.store(probe_calls(todo, spec, say))
+                with Ticker(lambda t: f"probe: replaying {len(todo)} call(s): {duration(t)} so far", say):
+                    table.store(probe_calls(todo, spec, say))
             seconds = time.perf_counter() - started
             results = {k: r for k, r in table.results().items() if k in calls}
             if evidence_out is not None:

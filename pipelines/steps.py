@@ -36,6 +36,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.plugin.only import write_keys
 from testcurator.runner.command import RunSpec
 from testcurator.runner.durations import DurationStore
+from testcurator.runner.progress import LineProgress
 from testcurator.runner.executors import Executor, ExecutorOptions, make_executor
 from testcurator.runner.shardrun import run_sharded
 from testcurator.runner.records import read_jsonl
@@ -217,7 +218,8 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
-                        source="draft" if out == "exec" else out)
+                        source="draft" if out == "exec" else out,
+                        progress=LineProgress("execute" if out == "exec" else out, ctx.say))
     return read_jsonl(done)
 
 

@@ -1,18 +1,21 @@
 """Progress display for a run: a rich bar per phase with live outcome counts.
 
 The runner talks to a :class:`ProgressSink`; :class:`RichProgress` draws a bar on the
-terminal, :class:`NullProgress` draws nothing (tests, benchmarks, ``--quiet``).
+terminal, :class:`LineProgress` says a line every 10 s (the pipeline's draft and
+verification runs, whose output may go to a log), :class:`NullProgress` draws nothing
+(tests, benchmarks, ``--quiet``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from testcurator.runner.ticker import EVERY_S, Ticker, progress_line
 from testcurator.vocab import OUTCOMES
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "crashed": "magenta", "timeout": "magenta"}
@@ -112,3 +115,39 @@ class RichProgress:
                 task = self.progress.tasks[self.task]
                 self.progress.update(self.task, total=task.total or 1, completed=task.total or 1)
             self.progress.stop()
+
+
+class LineProgress:
+    """Says ``label: running: 120/450 tests (27%), 3.1/s, about 1m46s left; 3 failed`` every
+    ``every`` seconds while the run is open, whatever its output is piped to."""
+
+    def __init__(self, label: str, say: Callable[[str], None], every: float = EVERY_S) -> None:
+        self.label, self.say, self.every = label, say, every
+        self.name, self.total, self.done = "collecting", None, 0
+        self.counts: Mapping[str, int] = {}
+        self._ticker: Ticker | None = None
+        self._depth = 0
+
+    def phase(self, label: str, total: int | None) -> None:
+        self.name, self.total, self.done = label, total, 0
+
+    def update(self, done: int, counts: Mapping[str, int], total: int | None = None) -> None:
+        self.done, self.total, self.counts = done, max(done, total or 0, self.total or 0) or None, dict(counts)
+
+    def line(self, elapsed: float) -> str:
+        name = phase_name(self.name, self.done, self.total)
+        text = progress_line(f"{self.label}: {name}", "tests", self.done if self.total else None, self.total, elapsed)
+        failing = format_counts({k: v for k, v in self.counts.items() if k != "passed"})
+        return text + (f"; {failing}" if failing != "-" else "")
+
+    def __enter__(self) -> LineProgress:
+        if self._depth == 0:
+            self._ticker = Ticker(self.line, self.say, self.every).__enter__()
+        self._depth += 1
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._ticker is not None:
+            self._ticker.__exit__(et, ev, tb)
+            self._ticker = None

@@ -2,10 +2,12 @@
 
 A stage such as the op capture waits on pytest processes (local or on Ray) for minutes. A
 :class:`Ticker` runs beside it in a thread, asks ``count()`` how much is done (the capture:
-finished tests in its shards' event logs) and says one line every ``every`` seconds, so
-that a run is never silent for long, on a terminal or piped to a log:
+finished tests in its shards' event logs; None: nothing countable, a collection) and says
+one line every ``every`` seconds, so that a run is never silent for long, on a terminal or
+piped to a log:
 
     capture: 120/450 instances (27%), 3.1/s, about 1m46s left
+    memory: collecting on cpu and curatedev, indexing: working, 20s so far
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ def duration(seconds: float) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def progress_line(label: str, unit: str, done: int, total: int | None, elapsed: float) -> str:
-    """One line: done/total (percent), rate, and the time left at that rate."""
+def progress_line(label: str, unit: str, done: int | None, total: int | None, elapsed: float) -> str:
+    """One line: done/total (percent), rate, and the time left at that rate; with nothing
+    to count (``done`` None), how long it has been working."""
+    if done is None:
+        return f"{label}: working, {duration(elapsed)} so far"
     rate = done / elapsed if elapsed > 0 else 0.0
     if not total:
         return f"{label}: {done} {unit} done, {rate:.1f}/s, {duration(elapsed)} so far"
@@ -40,28 +45,33 @@ def progress_line(label: str, unit: str, done: int, total: int | None, elapsed: 
 
 
 class Ticker:
-    """Says :func:`progress_line` every ``every`` seconds while the ``with`` block runs."""
+    """Says ``line(elapsed seconds)`` every ``every`` seconds while the ``with`` block runs."""
 
-    def __init__(self, label: str, unit: str, total: int | None, count: Callable[[], int],
-                 say: Callable[[str], None], every: float = EVERY_S) -> None:
-        self.label, self.unit, self.total, self.count, self.say, self.every = label, unit, total, count, say, every
+    def __init__(self, line: Callable[[float], str], say: Callable[[str], None], every: float = EVERY_S) -> None:
+        self.line, self.say, self.every = line, say, every
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = 0.0
 
+    @classmethod
+    def counting(cls, label: str, unit: str, total: int | None, count: Callable[[], int | None],
+                 say: Callable[[str], None], every: float = EVERY_S) -> Ticker:
+        """A ticker saying :func:`progress_line` of what ``count()`` finds done."""
+        return cls(lambda elapsed: progress_line(label, unit, count(), total, elapsed), say, every)
+
     def __enter__(self) -> Ticker:
         self._start = time.monotonic()
-        self._thread = threading.Thread(target=self._loop, name=f"ticker-{self.label}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="ticker", daemon=True)
         self._thread.start()
         return self
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
             try:
-                done = self.count()
+                line = self.line(time.monotonic() - self._start)
             except OSError:  # a log rotated or removed under us: say nothing this time
                 continue
-            self.say(progress_line(self.label, self.unit, done, self.total, time.monotonic() - self._start))
+            self.say(line)
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
