@@ -1,7 +1,7 @@
 """Benchmark: a generated PyTorch-size tree through scope, memory and bucket (``--no-execute``).
 
     python bench/scale.py [--files 1000] [--tests-per-file 56] [--fractions 1] [--shards 1]
-                          [--executor local] [--profile] [--keep DIR]
+                          [--executor local] [--no-real-costs] [--capture-budget-s S] [--profile] [--keep DIR]
 
 For each size (``--fractions 0.05,0.1`` runs 5% and 10% of ``--files``, one after the
 other, so the per-stage scaling shows side by side), a tree from bench/gen_tree.py (real
@@ -12,15 +12,24 @@ driver, and the largest process it started), then how each stage grew from the s
 size to the largest against how the tree grew. The memory stage is split into its steps:
 
 - ``index``: the tree-sitter index (memory/builder.py);
-- ``static map``: the collect-only pass (one pytest, every instance's identity); it runs
-  beside the index and the capture, so the steps add up to more than ``memory (all)``;
-- ``capture: tests``: the capture's pytest processes (every instance runs once on CPU);
+- ``static map``, ``device map``: the collect-only passes on CPU and on the device (every
+  instance's identity; what the device instantiates); they run beside the index, so the
+  steps add up to more than ``memory (all)``;
+- ``capture: tests``: the capture's pytest processes (the instances memory/capture_select.py
+  keeps run once on CPU);
 - ``capture: after tests``: what the driver does with their output (event logs folded
   into records, durations stored, capture file written);
 - ``op map ingest``, ``evidence``, ``summaries``.
 
-The goal (issue 11): everything after the capture's tests is linear and under a minute at
-1,000 files / >= 100,000 instances, and the whole run under 20 minutes on 2 cores.
+Every generated test burns CPU as a real upstream test does (``--no-real-costs``: it costs
+what its few ops cost): a draw from gen_tree.REAL_COST_QUANTILES, measured on 731 instances
+of 11 real upstream files (median 14 ms, mean 127 ms, 1% over 2.3 s). Without it the
+capture looked free, and a figure no real tree reproduces (issue 23). Printed besides: what
+the capture ran and left out, its share of the run, and its test-seconds per instance kept.
+
+The goals (issues 11, 23): everything after the capture's tests is linear and under a minute
+at 1,000 files / >= 100,000 instances; the whole cold run under 20 minutes on 2 cores with
+real costs, peak RSS under 4 GB.
 ``--profile`` prints the driver's own hottest functions (cProfile; subprocesses excluded).
 
 ``--replay 10000,100000``: the steps after the capture's tests alone, at those sizes, on
@@ -35,6 +44,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import json
 import io
 import os
 import pstats
@@ -52,14 +62,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_tree import generate
 from pipeline import GEN_BACKEND, collectable
-from testcurator.memory import capture_shards, stage
+from testcurator.memory import capture_run, capture_shards, stage
 from testcurator.pipelines import nightly, steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.run import run_nightly
 from testcurator.runner.durations import DurationStore
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-STEPS = ("scope", "memory (all)", "index", "static map", "capture: tests", "capture: after tests", "op map ingest", "evidence",
+STEPS = ("scope", "memory (all)", "index", "static map", "device map", "capture: tests", "capture: after tests", "op map ingest", "evidence",
          "summaries", "bucket", "emit", "report")
 AFTER_TESTS = ("capture: after tests", "op map ingest", "evidence")
 
@@ -160,8 +170,8 @@ def instrumented(meter: Meter, executor: str = "local") -> Iterator[None]:
     (the rest of "after tests" stays in the driver)."""
     patches = [(nightly, "scope", "scope"), (nightly, "memory", "memory (all)"), (nightly, "bucket_file", "bucket"), (nightly, "draft", "bucket"),
                (nightly, "emit", "emit"), (nightly, "report", "report"), (nightly, "_summaries", "summaries"),
-               (stage, "build", "index"), (stage, "_static_map", "static map"),
-               (stage, "run_capture", "capture: after tests"), (capture_shards, "run_logged", "capture: tests"),
+               (stage, "build", "index"), (stage, "_static_map", "static map"), (stage, "_device_map", "device map"),
+               (capture_run, "run_capture", "capture: after tests"), (capture_shards, "run_logged", "capture: tests"),
                (stage, "_ingest", "op map ingest"), (stage, "write_evidence", "evidence"), (stage, "gather", "evidence"),
                (stage, "read_capture", "evidence")]
     if executor != "local":
@@ -180,8 +190,8 @@ def instrumented(meter: Meter, executor: str = "local") -> Iterator[None]:
             setattr(module, attr, original)
 
 
-def _tree(root: Path, files: int, tests_per_file: int) -> tuple[int, int]:
-    stats = generate(root, files, tests_per_file, seed=0)
+def _tree(root: Path, files: int, tests_per_file: int, real_costs: bool) -> tuple[int, int]:
+    stats = generate(root, files, tests_per_file, seed=0, real_costs=real_costs)
     collectable(root)
     (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
     return stats.files, stats.tests
@@ -196,11 +206,12 @@ def _instances(state: Path) -> int:
 
 def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]:
     root, state = work / "tree", work / "state"
-    n_files, n_tests = _tree(root, files, args.tests_per_file)
+    n_files, n_tests = _tree(root, files, args.tests_per_file, args.real_costs)
     backend = work / "backend.yaml"
-    backend.write_text(GEN_BACKEND, encoding="utf-8")
+    backend.write_text(_backend(), encoding="utf-8")
     ctx = RunContext.create(torch_root=root, backend=backend, out_dir=work / "out", state_dir=state, execute=False,
                             embed=False, capture_ops=True, workers=args.workers, shards=args.shards,
+                            capture_budget_s=args.capture_budget_s,
                             executor=args.executor, say=lambda m: print(f"    {m}", flush=True))
     meter = Meter()
     load = os.getloadavg()  # the machine may be shared: the figures mean little without it
@@ -220,9 +231,29 @@ def run_size(work: Path, files: int, args: argparse.Namespace) -> dict[str, Any]
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(20)
         print(out.getvalue())
     run_dir = next(p for p in (state / "runs").iterdir() if p.is_dir())
+    capture = json.loads((run_dir / "memory.json").read_text(encoding="utf-8")).get("capture") or {}
     return {"load": (load, os.getloadavg()), "files": n_files, "tests": n_tests, "instances": _instances(state),
-            "total": total, "wall": meter.wall,
+            "total": total, "wall": meter.wall, "capture": capture, "capture_cpu_s": _capture_seconds(state),
             "driver": meter.driver, "child": meter.child, "run_dir": run_dir}
+
+
+EXAMPLE_BACKEND = Path(__file__).resolve().parents[1] / "examples" / "backend"
+
+
+def _backend() -> str:
+    """The generated tree's profile on a device that registers (the example backend,
+    curatedev): its collection says what it instantiates (``@onlyCUDA``, ``@onlyCPU`` are
+    not), as a real backend's would."""
+    return (GEN_BACKEND.replace("name: gendev", "name: curatedev")
+            + f'backend_module: "curatedev.testing:setup_device_type_tests"\npython_path: ["{EXAMPLE_BACKEND}"]\n')
+
+
+def _capture_seconds(state: Path) -> float:
+    """The capture's tests' own time, summed (durations store, source capture)."""
+    import sqlite3
+
+    with sqlite3.connect(state / "durations.sqlite") as conn:
+        return conn.execute("SELECT coalesce(sum(seconds), 0) FROM durations WHERE source = 'capture'").fetchone()[0]
 
 
 def _copies(src: Path, dst: Path, copies: int) -> None:
@@ -291,6 +322,14 @@ def report(results: list[dict[str, Any]]) -> None:
         for step in STEPS:
             print(f"  {step:24s} {r['wall'].get(step, 0.0):8.1f} {_mb(r['driver'].get(step, 0)):>10s} "
                   f"{_mb(r['child'].get(step, 0)):>9s}")
+        cap = r["capture"]
+        if cap:
+            share = r["wall"].get("capture: tests", 0.0) / max(r["total"], 1e-9)
+            print(f"  capture: ran {cap['kept']} of {cap['instances']} CPU instances "
+                  f"(left out: {', '.join(f'{n} {why}' for why, n in cap['left_out'].items()) or 'none'}); "
+                  f"its tests {r['wall'].get('capture: tests', 0.0):.1f} s wall = {100 * share:.0f}% of the run; "
+                  f"{r['capture_cpu_s']:.1f} test-seconds, {r['capture_cpu_s'] / max(cap['kept'], 1):.3f} s per "
+                  f"instance kept")
         after = sum(r["wall"].get(s, 0.0) for s in AFTER_TESTS)
         print(f"  after the capture's tests (merge, ingest, op map, evidence): {after:.1f} s "
               f"({after / max(r['instances'], 1) * 1e3:.2f} ms per instance)")
@@ -313,6 +352,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--executor", default="local")
+    ap.add_argument("--real-costs", action=argparse.BooleanOptionalAction, default=True,
+                    help="every generated test burns CPU drawn from real upstream tests' costs (gen_tree.py)")
+    ap.add_argument("--capture-budget-s", type=float, default=None, help="run --capture-budget-s (default: none)")
     ap.add_argument("--profile", action="store_true", help="cProfile the driver (not its subprocesses)")
     ap.add_argument("--replay", default="", help="instance counts to replay the steps after the tests at")
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir, removed)")
