@@ -1,0 +1,83 @@
+"""The memory stage's capture on a real device (the example backend, curatedev): what the device
+does not instantiate and what is skipped upstream is not run, one dtype per family is, the
+others are projected, and a warm run captures nothing that did not change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testcurator.memory import stage
+from testcurator.memory.capture_select import NOT_ON_DEVICE, SAME_KIND, SKIPPED_UPSTREAM
+from testcurator.memory.evidence import read_evidence
+from testcurator.runner.executors import LocalExecutor
+from testcurator.vocab import TestKey
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "backend"
+SOURCE = '''\
+import unittest
+
+import torch
+from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+
+
+class TestEverywhere(TestCase):
+    @dtypes(torch.float32, torch.float64, torch.int32, torch.int64)
+    def test_add(self, device, dtype):
+        x = torch.ones(3, device=device, dtype=dtype)
+        self.assertEqual((x + x).sum().item(), 6)
+
+    @unittest.skip("broken upstream")
+    def test_skipped(self, device):
+        raise AssertionError("never runs")
+
+
+class TestReferenceOnly(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_mul(self, device, dtype):
+        self.assertEqual((torch.ones(2, device=device, dtype=dtype) * 2).sum().item(), 4)
+
+
+instantiate_device_type_tests(TestEverywhere, globals())
+instantiate_device_type_tests(TestReferenceOnly, globals(), only_for=("cpu", "cuda"))
+
+if __name__ == "__main__":
+    run_tests()
+'''
+FILE = "test/test_capture_pick.py"
+
+
+def _memory(tree: Path, state: Path, work: Path) -> dict:
+    work.mkdir(parents=True)
+    device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
+                                (("PYTHONPATH", str(EXAMPLE)),))
+    return stage.run_memory_stage(tree, [FILE], state_dir=state, work=work, embed=False, say=print,
+                                  capture=stage.CaptureRun(LocalExecutor(), device=device))
+
+
+def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "test").mkdir(parents=True)
+    (tree / FILE).write_text(SOURCE, encoding="utf-8")
+    (tree / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    state = tmp_path / "state"
+    capture = _memory(tree, state, tmp_path / "run1")["capture"]
+    # 4 test_add + 1 test_skipped + 2 test_mul CPU instances; test_add's float32 and int32 run
+    assert (capture["instances"], capture["kept"]) == (7, 2)
+    assert capture["left_out"] == {NOT_ON_DEVICE: 2, SAME_KIND: 2, SKIPPED_UPSTREAM: 1}
+    assert (capture["projected"], capture["files_captured"], capture["files_reused"]) == (2, 1, 0)
+
+    evidence = read_evidence(tmp_path / "run1" / stage.EVIDENCE)
+    add = evidence[TestKey.of(FILE, "TestEverywhere::test_add")]
+    # only what ran has a CPU outcome; the projected float64/int64 instances add their dtypes' calls
+    assert sorted(n.rpartition("_")[2] for n in add.cpu) == ["float32", "int32"]
+    assert set(add.cpu.values()) == {"passed"} and "aten::add.Tensor" in add.aten
+    assert len(add.instances) == 4
+    mul = evidence[TestKey.of(FILE, "TestReferenceOnly::test_mul")]
+    assert mul.cpu == {} and mul.aten == ()  # collected on CPU, never captured
+
+    warm = _memory(tree, state, tmp_path / "run2")["capture"]
+    assert (warm["files_captured"], warm["files_reused"], warm["kept"]) == (0, 1, 2)
+    assert read_evidence(tmp_path / "run2" / stage.EVIDENCE)[TestKey.of(FILE, "TestEverywhere::test_add")] == add
