@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testcurator.cli.commands import command, new_group
+from testcurator.config.wrap import Wrapped
 from testcurator.cli.options import DurationInputs, OutputDeprecated, OutTarget, Prefix, StateDir, TopK, take_deprecated
 
 console = Console(highlight=False, soft_wrap=True)
@@ -84,9 +85,9 @@ def show_cmd(
         rows = store.rows()
     table = Table(title=f"{len(rows)} tests, {sum(r['seconds'] for r in rows):.1f} s in all")
     for column in ("seconds", "source", "node id"):
-        table.add_column(column, justify="right" if column == "seconds" else "left", overflow="fold")
-    for row in sorted(rows, key=lambda r: -r["seconds"])[:top]:
-        table.add_row(f"{row['seconds']:.3f}", row["source"], row["nodeid"])
+        table.add_column(column, justify="right" if column == "seconds" else "left", no_wrap=column == "seconds")
+    for row in sorted(rows, key=lambda r: -r["seconds"])[:top]:  # Wrapped: a node id breaks at `::`, `/`, `_`
+        table.add_row(f"{row['seconds']:.3f}", Wrapped(row["source"]), Wrapped(row["nodeid"]))
     console.print(table)
     sources = Counter(r["source"] for r in rows)
     console.print(", ".join(f"{k} {v}" for k, v in sorted(sources.items())) or "no durations recorded yet", markup=False)

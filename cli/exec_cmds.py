@@ -17,13 +17,13 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from testcurator.cli.commands import command, usage_error
 from testcurator.cli.options import (AllowEmpty, BackendExec, Config, Device, Devices, Durations, ExecutorName, Group,
                                      Labels, MoreResults, OutDir, ProfileDeprecated, Quiet, RefreshSnapshot, Results, Retries,
                                      Rootdir, Shard, Shards, StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers,
                                      take_deprecated)
+from testcurator.config.wrap import Wrapped
 from testcurator.runner.records import TestRecord
 
 RefineHook = Callable[[Path, Sequence[TestRecord], Path, Optional[Path]], None]
@@ -61,12 +61,12 @@ def summary_table(records: Sequence[TestRecord], title: str) -> Table:
     table = Table(title=title)
     table.add_column("outcome / class")
     table.add_column("tests", justify="right")
-    table.add_column("example", overflow="fold")
+    table.add_column("example")  # Wrapped: a name breaks at `::`, `_`, `/`, never mid-word
     by_outcome: dict[str, list[TestRecord]] = {}
     for record in records:
         by_outcome.setdefault(record.outcome, []).append(record)
     for outcome, recs in sorted(by_outcome.items()):
-        table.add_row(outcome, str(len(recs)), Text(example(recs)))  # Text: evidence is not markup
+        table.add_row(outcome, str(len(recs)), Wrapped(example(recs)))  # not markup: evidence may hold [brackets]
     by_class: dict[str, list[TestRecord]] = {}
     for record in records:
         if record.failure_class:
@@ -74,19 +74,32 @@ def summary_table(records: Sequence[TestRecord], title: str) -> Table:
     for cls, recs in sorted(by_class.items()):
         flaky = sum(r.flaky for r in recs)
         label = f"  {cls}" + (f" ({flaky} flaky)" if flaky else "")
-        table.add_row(label, str(len(recs)), Text(example(recs)))
+        table.add_row(label, str(len(recs)), Wrapped(example(recs)))
     return table
 
 
 def example(records: Sequence[TestRecord], width: int = 160) -> str:
-    """``test: reason`` for the first record that has a reason (a skip's, a failure's evidence)."""
+    """``test: reason`` for the first record that has a reason (a skip's, a failure's evidence).
+
+    The test name is never cut; a reason that would make the line longer than ``width`` is
+    shortened at a word and ends with `…` (its full text is in results.jsonl)."""
     from testcurator.pipelines.report import outcome_reason
 
     for record in records:
         reason = outcome_reason(record)
         if reason:
-            return f"{record.generic or record.nodeid}: {reason}"[:width]
-    return (records[0].generic or records[0].nodeid)[:width] if records else ""
+            name = record.generic or record.nodeid
+            return f"{name}: {shorten(reason, max(40, width - len(name) - 2))}"
+    return (records[0].generic or records[0].nodeid) if records else ""
+
+
+def shorten(text: str, width: int) -> str:
+    """``text``, or its first words up to ``width`` characters and `…`."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    cut = cut[:cut.rfind(" ")] if " " in cut else cut
+    return cut.rstrip() + " …"
 
 
 def exec_command(

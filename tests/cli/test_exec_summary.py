@@ -26,3 +26,19 @@ def test_every_row_has_an_example_with_its_reason() -> None:
     assert rows["failed"] == "TestA::test_f: Could not run 'aten::foo' with arguments from the 'curatedev' backend"
     assert rows["unsupported_op"] == rows["failed"]
     assert rows["passed"] == "TestA::test_ok"
+
+
+def test_a_narrow_terminal_wraps_the_example_at_name_segments_and_never_cuts_the_name() -> None:
+    name = "TestCommonCPU::test_noncontiguous_samples_nn_functional_conv_transpose3d"
+    evidence = "Could not run 'aten::slow_conv_transpose3d' with arguments from the 'curatedev' backend. " * 3
+    records = [TestRecord(f"test/test_ops.py::{name}_cpu_complex64", "failed", generic=name, evidence=evidence)]
+    console = Console(record=True, width=80, color_system=None)
+    console.print(summary_table(records, "1 test"))
+    cells = [line.split("│")[3].strip() for line in console.export_text().splitlines() if line.startswith("│")]
+    assert len(cells) > 2 and all(len(c) <= 50 for c in cells)
+    text = " ".join(cells)
+    assert "TestCommonCPU::test_noncontiguous_samples_nn_ functional_conv_transpose3d:" in text  # broke after `_`
+    # the reason, not the name, is shortened, at a word and with a mark
+    assert text.endswith(" …")
+    shown = text.split(": ", 1)[1].removesuffix(" …").replace(" ", "")
+    assert evidence.replace(" ", "").startswith(shown) and 40 < len(shown) < len(evidence.replace(" ", ""))
