@@ -17,7 +17,8 @@ import html
 import re
 
 from testcurator.config.review import ReviewReport, TestChange
-from testcurator.config.review_render import KIND_MARK, LOST, STALE, arrow, edit_parts, file_heading, headline, what
+from testcurator.config.review_render import (ARROW, KIND_MARK, LOST, NO_REASON, STALE, arrow, change_item, edit_parts,
+                                              file_kind, headline, transition, what)
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1280px;padding:0 1em;color:#1f2328}
 h1{font-size:1.35em;margin:0 0 .3em}h2{font-size:1.1em;margin-top:1.6em}code{font:12.5px ui-monospace,monospace}
@@ -84,7 +85,7 @@ def _reason(t: TestChange) -> tuple[str, str]:
     if t.stale_reason:
         return ' class="reason stale"', f"{STALE} unchanged although the mode changed: {_e(t.new_reason)}"
     if "reason" in t.aspects:
-        return ' class="reason"', f"{_e(t.new_reason or '(none)')}<br><small>was: {_e(t.old_reason or '(none)')}</small>"
+        return ' class="reason"', f"{_e(t.new_reason or NO_REASON)}<br><small>was: {_e(t.old_reason or NO_REASON)}</small>"
     return ' class="reason"', _e(t.new_reason)
 
 
@@ -130,7 +131,7 @@ def _excerpts(report: ReviewReport) -> list[str]:
 
 def to_html(report: ReviewReport) -> str:
     s = report.summary
-    title = f"testcurator config review: {report.old_label} → {report.new_label}"
+    title = f"testcurator config review: {report.old_label} {ARROW} {report.new_label}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
            f"<style>{_CSS}</style><script>{_JS}</script></head><body>", f"<h1>{_e(title)}</h1>",
            f'<p class="headline{" bad" if s.mandatory_lost else ""}">{_e(headline(report))}</p>', *_banners(report),
@@ -141,14 +142,14 @@ def to_html(report: ReviewReport) -> str:
             f'<td class="n">{s.new_counts[m] - s.old_counts[m]:+d}</td></tr>' for m in s.old_counts]
     out.append("</table>")
     if s.transitions:
-        out.append("<h2>Transitions</h2><ul>" + "".join(f"<li>{_e(k)}: {v}</li>" for k, v in s.transitions.items()) + "</ul>")
+        out.append("<h2>Transitions</h2><ul>" + "".join(f"<li>{_e(transition(k))}: {v}</li>" for k, v in s.transitions.items()) + "</ul>")
     if report.global_changes:
-        out.append("<h2>Global</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in report.global_changes) + "</ul>")
+        out.append("<h2>Global</h2><ul>" + "".join(f"<li>{_e(change_item(c))}</li>" for c in report.global_changes) + "</ul>")
     out += [f'<p class="note">{STALE} {_e(n)}</p>' for n in report.notes]
     out.append('<input id="filter" placeholder="filter tests (name, mode, reason)" oninput="f()">')
     for f in report.files:
-        out.append(f"<h2><code>{_e(f.raw_path)}</code>: {_e(file_heading(f).split(': ', 1)[1])}</h2>")
-        out += [f"<p>capability {_e(c)}</p>" for c in f.capabilities]
+        out.append(f"<h2><code>{_e(f.raw_path)}</code>: {_e(file_kind(f))}</h2>")
+        out += [f"<p>{_e(change_item(c))} (capability)</p>" for c in f.capabilities]
         if f.tests:
             out.append('<div class="scroll"><table class="tests"><tr><th></th><th>test</th><th>change</th><th>mode</th><th>edits</th>'
                        "<th>reason</th><th>config</th></tr>")

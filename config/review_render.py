@@ -5,13 +5,15 @@ Markdown (a PR comment), one self-contained HTML page (``review_html.py``), the 
 same bytes. Every rendering leads with what a reviewer must see first: how many tests lose
 ``mandatory_success`` and which, and modes that changed under an unchanged reason; then a
 legend; then per file and test what changed, edits as ``+added`` / ``-removed`` items, and
-where each entry is written. Test names are never cut: they wrap.
+where each entry is written. Test names are never cut: they wrap at ``::``, ``/`` and ``_``
+(``config/wrap.py``). One arrow, ``->``, in every rendering; a side without a value says what
+it means (``unlisted (skip)``, ``file not in config``, ``no reason given``), never ``None``.
 """
 
 from __future__ import annotations
 
-import html
 import json
+import re
 from dataclasses import asdict
 
 from rich.console import Console
@@ -19,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from testcurator.config.review import FileChange, ReviewReport, TestChange
+from testcurator.config.wrap import Wrapped
 
 FORMATS = ("terminal", "markdown", "html", "json")
 KIND_MARK = {"added": "+", "removed": "-", "changed": "~"}
@@ -26,12 +29,35 @@ LOST, STALE = "✖", "⚠"
 LEGEND = (f"+ added, - removed, ~ changed test; {LOST} loses mandatory_success; "
           f"{STALE} mode changed but its reason did not; edits: +item added, -item removed")
 LIST_LIMIT = 20
+ARROW = "->"
+NOT_IN_CONFIG = "file not in config"  # review.py's effective mode "absent": the file has no entry on that side
+NO_REASON = "(no reason given)"
+
+
+def side_mode(mode: str | None, effective: str) -> str:
+    """A test's mode on one side: its entry's, else what applies to it unlisted."""
+    if mode:
+        return mode
+    return NOT_IN_CONFIG if effective == "absent" else f"unlisted ({effective})"
 
 
 def arrow(t: TestChange) -> str:
-    old = t.old_mode or f"unlisted ({t.old_effective})"
-    new = t.new_mode or f"unlisted ({t.new_effective})"
-    return old if old == new else f"{old} → {new}"
+    old = side_mode(t.old_mode, t.old_effective)
+    new = side_mode(t.new_mode, t.new_effective)
+    return old if old == new else f"{old} {ARROW} {new}"
+
+
+def transition(key: str) -> str:
+    """A summary transition (``mandatory_success -> skip``; ``absent`` said in words)."""
+    return " -> ".join(NOT_IN_CONFIG if side == "absent" else side for side in key.split(" -> "))
+
+
+def change_item(item: str) -> str:
+    """``+ supported_dtypes int64`` / ``- label x`` in words (``added ...``, ``removed ...``):
+    a leading ``-`` would read as a nested list item in markdown."""
+    if item.startswith(("+ ", "- ")):
+        return ("added " if item[0] == "+" else "removed ") + item[2:]
+    return item
 
 
 def what(t: TestChange) -> str:
@@ -53,7 +79,7 @@ def reason(t: TestChange) -> str:
     if t.stale_reason:
         return f"{STALE} unchanged although the mode changed: {t.new_reason}"
     if "reason" in t.aspects:
-        return f"{t.new_reason or '(none)'} (was: {t.old_reason or '(none)'})"
+        return f"{t.new_reason or NO_REASON} (was: {t.old_reason or NO_REASON})"
     return t.new_reason or ""
 
 
@@ -89,43 +115,62 @@ def stale_list(report: ReviewReport, limit: int = LIST_LIMIT) -> list[str]:
 
 
 def file_heading(f: FileChange) -> str:
-    extra = f" (unlisted_test_mode {f.old_unlisted} → {f.new_unlisted})" if f.old_unlisted != f.new_unlisted else ""
-    return f"{f.raw_path}: {f.kind}{extra}"
+    return f"{f.raw_path}: {file_kind(f)}"
+
+
+def file_kind(f: FileChange) -> str:
+    """``changed (unlisted_test_mode skip -> xfail)``, ``added (unlisted_test_mode skip)``, ``removed``."""
+    if f.kind == "added":
+        return f"added (unlisted_test_mode {f.new_unlisted})"
+    if f.kind == "changed" and f.old_unlisted != f.new_unlisted:
+        return f"changed (unlisted_test_mode {f.old_unlisted} {ARROW} {f.new_unlisted})"
+    return f.kind
 
 
 # --- markdown -------------------------------------------------------------------------------
 def _md(text: str) -> str:
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", "<br>")
+    """Prose in a markdown table cell or line: ``|`` escaped, ``<`` kept from opening a tag,
+    ``&`` from starting an entity; nothing else escaped (``->`` stays ``->``)."""
+    text = re.sub(r"&(?=#?\w+;)", "&amp;", text).replace("<", "&lt;")
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def _code(text: str) -> str:
+    """``text`` as a code span (shown verbatim: no entities inside), safe in a table cell."""
+    text = text.replace("\n", " ").replace("|", "\\|")
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def to_markdown(report: ReviewReport) -> str:
     s = report.summary
-    out = [f"## testcurator config review: `{report.old_label}` → `{report.new_label}`", "",
+    out = [f"## testcurator config review: {_code(report.old_label)} {ARROW} {_code(report.new_label)}", "",
            f"**{_md(headline(report))}**", ""]
     if s.lost_tests:
         out += [f"> {LOST} **mandatory_success lost ({s.mandatory_lost})**: "
-                + ", ".join(f"`{_md(n)}`" if not n.startswith("...") else n for n in lost_list(report)), ">"]
+                + ", ".join(_code(n) if not n.startswith("...") else n for n in lost_list(report)), ">"]
     if s.stale_reasons:
         out += [f"> {STALE} **mode changed, reason did not ({s.stale_reasons})**: "
-                + ", ".join(f"`{_md(n)}`" if not n.startswith("...") else n for n in stale_list(report)), ">"]
+                + ", ".join(_code(n) if not n.startswith("...") else n for n in stale_list(report)), ">"]
     if out[-1] == ">":
         out[-1] = ""
     out += [f"<sub>Legend: {_md(LEGEND)}</sub>", ""]
     out += ["| mode | old | new | Δ |", "|---|---:|---:|---:|"]
     out += [f"| {m} | {s.old_counts[m]} | {s.new_counts[m]} | {s.new_counts[m] - s.old_counts[m]:+d} |" for m in s.old_counts]
     if s.transitions:
-        out += ["", "**Transitions**", ""] + [f"- {k}: {v}" for k, v in s.transitions.items()]
+        out += ["", "**Transitions**", ""] + [f"- {_md(transition(k))}: {v}" for k, v in s.transitions.items()]
     if report.global_changes:
-        out += ["", "**Global**", ""] + [f"- {_md(c)}" for c in report.global_changes]
+        out += ["", "**Global**", ""] + [f"- {_md(change_item(c))}" for c in report.global_changes]
     out += [f"\n> {STALE} {_md(n)}" for n in report.notes]
     for f in report.files:
-        out += ["", f"### `{_md(f.raw_path)}`: {_md(file_heading(f).split(': ', 1)[1])}", ""]
-        out += [f"- capability {_md(c)}" for c in f.capabilities]
+        out += ["", f"### {_code(f.raw_path)}: {_md(file_kind(f))}", ""]
+        out += [f"- {_md(change_item(c))} (capability)" for c in f.capabilities]
         if f.tests:
             out += ["<details open><summary>" + f"{len(f.tests)} test(s)</summary>", "",
                     "| | test | change | mode | edits | reason | config |", "|---|---|---|---|---|---|---|"]
-            out += [f"| {KIND_MARK[t.kind]}{marks(t)} | `{t.name}` | {what(t)} | {_md(arrow(t))} | "
-                    f"{'<br>'.join(f'`{_md(e)}`' for e in edit_parts(t))} | {_md(reason(t))} | {_md(evidence(t))} |"
+            out += [f"| {KIND_MARK[t.kind]}{marks(t)} | {_code(t.name)} | {what(t)} | {_md(arrow(t))} | "
+                    f"{'<br>'.join(_code(e) for e in edit_parts(t))} | {_md(reason(t))} | {_md(evidence(t))} |"
                     for t in f.tests]
             out += ["", "</details>"]
     if report.empty:
@@ -135,11 +180,11 @@ def to_markdown(report: ReviewReport) -> str:
 
 # --- terminal -------------------------------------------------------------------------------
 def render_terminal(report: ReviewReport, console: Console) -> None:
-    """One block per test, values in a hanging-indent column: a long name wraps there, whole
-    (no table column that cuts or squeezes it on a narrow terminal)."""
+    """One block per test, values in a hanging-indent column: a long name wraps there at its
+    ``::``, ``/`` and ``_`` (never mid-word, never cut)."""
     s = report.summary
-    console.print(Text.assemble(("config review ", "bold"), f"{report.old_label} → {report.new_label}"))
-    console.print(Text(headline(report), style="bold red" if s.mandatory_lost else "bold"))
+    console.print(Wrapped(Text.assemble(("config review ", "bold"), f"{report.old_label} {ARROW} {report.new_label}")))
+    console.print(Wrapped(Text(headline(report), style="bold red" if s.mandatory_lost else "bold")))
     for mark, title, names, style in ((LOST, f"mandatory_success lost ({s.mandatory_lost})", lost_list(report), "red"),
                                       (STALE, f"mode changed, reason did not ({s.stale_reasons})", stale_list(report),
                                        "yellow")):
@@ -150,13 +195,14 @@ def render_terminal(report: ReviewReport, console: Console) -> None:
     for m in s.old_counts:
         counts.add_row(m, str(s.old_counts[m]), str(s.new_counts[m]), f"{s.new_counts[m] - s.old_counts[m]:+d}")
     console.print(counts)
-    for line in [*(f"transition {k}: {v}" for k, v in s.transitions.items()), *report.global_changes, *report.notes]:
-        console.print(Text(line))
+    for line in [*(f"transition {transition(k)}: {v}" for k, v in s.transitions.items()),
+                 *(change_item(c) for c in report.global_changes), *report.notes]:
+        console.print(Wrapped(line))
     for f in report.files:
         console.print()
-        console.print(Text(file_heading(f), style="bold"))
+        console.print(Wrapped(Text(file_heading(f), style="bold")))
         for c in f.capabilities:
-            console.print(Text(f"  capability {c}"))
+            console.print(_grid([("", Text(f"{change_item(c)} (capability)"))]))
         for t in f.tests:
             console.print(_test_grid(t))
 
@@ -164,9 +210,9 @@ def render_terminal(report: ReviewReport, console: Console) -> None:
 def _grid(rows: list[tuple[str, Text]], label_width: int = 0) -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=2, no_wrap=True)
-    grid.add_column(overflow="fold")
+    grid.add_column()
     for mark, value in rows:
-        grid.add_row(Text(mark), value)
+        grid.add_row(Text(mark), Wrapped(value))
     return grid
 
 
@@ -175,13 +221,14 @@ def _test_grid(t: TestChange) -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3, no_wrap=True)
     grid.add_column(width=6, no_wrap=True)
-    grid.add_column(overflow="fold")
+    grid.add_column()
     grid.add_row(Text(f" {KIND_MARK[t.kind]}", style), Text("test", "dim"),
-                 Text.assemble((t.name, style or "bold"), "  ", arrow(t), (f"  {marks(t)}" if marks(t) else "", "bold red")))
+                 Wrapped(Text.assemble((t.name, style or "bold"), "  ", arrow(t),
+                                       (f"  {marks(t)}" if marks(t) else "", "bold red"))))
     rows = [("change", what(t)), ("edits", "  ".join(edit_parts(t))), ("reason", reason(t)), ("config", evidence(t))]
     for label, value in rows:
         if value:
-            grid.add_row("", Text(label, "dim"), Text(value, "yellow" if label == "reason" and t.stale_reason else ""))
+            grid.add_row("", Text(label, "dim"), Wrapped(Text(value, "yellow" if label == "reason" and t.stale_reason else "")))
     return grid
 
 

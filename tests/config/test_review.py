@@ -224,3 +224,79 @@ def test_terminal_never_cuts_a_name(tmp_path: Path, width: int) -> None:
     # the name wraps inside its column: its pieces, joined, give it back whole
     column = [line[10:].rstrip() for line in text.splitlines() if line.startswith(("      ", " +  test ", " -  test "))]
     assert long in "".join(column).replace(" ", "") or long in text
+
+
+def _moved_file_review(tmp_path: Path):
+    """old: test_a.py with test_keep mandatory, a global int8; new: test_a.py dropped, test_b.py added
+    (with per-file dtypes), a reason with `->`, `<`, `&` and `|` in it."""
+    old = write(tmp_path / "old", BASE, extra_dtype=", {name: int8}")
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "test_b.yaml").write_text(
+        "test_suite_config:\n  global:\n    supported_dtypes: [{name: float32}]\n  files:\n"
+        "    - path: ${TORCH_ROOT}/test/test_b.py\n      global: {supported_dtypes: [{name: float32}, {name: bool}]}\n"
+        "      tests:\n        # float32 -> bool casts need <stdint> & a | b\n"
+        "        - names: [TestB::test_x]\n          mode: xfail\n          edits: {dtypes: {exclude: [{name: bool}]}}\n")
+    return review_paths(str(old), str(new))
+
+
+def test_markdown_has_one_arrow_no_entities_no_none_and_no_nested_list_items(tmp_path: Path) -> None:
+    md = render(_moved_file_review(tmp_path), "markdown")
+    assert "→" not in md and "&gt;" not in md and "None" not in md
+    assert "- - " not in md and "- + " not in md  # a leading sign read as a nested list item
+    assert "- removed supported_dtypes int8" in md
+    # a removed file: no "unlisted_test_mode skip -> None"; its tests say where they went
+    assert "### `${TORCH_ROOT}/test/test_a.py`: removed\n" in md
+    assert "| mandatory_success -> file not in config |" in md
+    assert "### `${TORCH_ROOT}/test/test_b.py`: added (unlisted_test_mode skip)" in md
+    assert "| `TestB::test_x` | added | file not in config -> xfail | `+exclude dtype bool` |" in md
+    # prose: `->` and `&` as written, `<` cannot open a tag, `|` cannot end the cell
+    assert "float32 -> bool casts need &lt;stdint> & a \\| b |" in md
+    assert "- file not in config -> xfail: 1" in md and "- mandatory_success -> file not in config: 2" in md
+
+
+def test_terminal_and_html_use_the_same_words(tmp_path: Path) -> None:
+    report = _moved_file_review(tmp_path)
+    text = render(report, "terminal", width=100)
+    page = render(report, "html")
+    for out in (text, page):
+        assert "→" not in out and "None" not in out
+        assert "removed supported_dtypes int8" in out
+    assert "mandatory_success -> file not in config" in text and "mandatory_success -&gt; file not in config" in page
+    assert "test_a.py: removed\n" in text and "test_b.py: added (unlisted_test_mode skip)" in text
+
+
+def test_a_missing_reason_says_so(tmp_path: Path) -> None:
+    new = BASE.replace("# Arithmetic is green.\n", "")
+    report = review_paths(str(write(tmp_path / "old", BASE)), str(write(tmp_path / "new", new)))
+    md = render(report, "markdown")
+    assert "(no reason given) (was: Arithmetic is green.)" in md and "(none)" not in md
+
+
+def test_markdown_code_spans_are_verbatim(tmp_path: Path) -> None:
+    from testcurator.config.review_render import _code
+
+    assert _code("a->b") == "`a->b`"  # no entity inside a code span: it would show as typed
+    assert _code("x|y") == "`x\\|y`"  # GFM: a table cell's pipe is escaped even in code
+    assert _code("a`b") == "``a`b``" and _code("`a") == "`` `a ``"
+
+
+@pytest.mark.parametrize("width", [50, 80])
+def test_terminal_wraps_names_at_segments(tmp_path: Path, width: int) -> None:
+    """Every line break inside a long name falls after `::` or `_`: no piece of a word is cut."""
+    long = "TestTensorArithmetic::test_pow_inplace_resizing_exception_with_broadcast_and_type_promotion"
+    new = STALE_BASE.replace("TestA::test_keep", long)
+    text = render(review_paths(str(write(tmp_path / "old", STALE_BASE)), str(write(tmp_path / "new", new))), "terminal",
+                  width=width)
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if " test " in line and "TestTensorArithmetic" in line)
+    assert len(lines[first]) <= width
+    column = lines[first].index("TestTensorArithmetic")
+    pieces: list[str] = []
+    for line in lines[first:first + 10]:
+        if len("".join(pieces)) >= len(long):
+            break
+        pieces.append(line[column:].split("  ")[0].rstrip())  # the name, up to the mode after it
+    assert len(pieces) > 1  # it did wrap
+    assert "".join(pieces) == long
+    assert all(p.endswith(("::", "_")) for p in pieces[:-1]), pieces
