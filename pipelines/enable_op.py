@@ -26,7 +26,7 @@ import re
 import shutil
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +217,14 @@ def enable_op(opts: EnableOptions, say: Say) -> EnableResult:
             shutil.copytree(opts.config, shadow)
             apply(shadow, [_rebase(a, opts.config, shadow) for a in result.admitted], opts.op)
             target = shadow
-        result.diff = render(review_paths(str(before), str(target)), "markdown")
+        report = review_paths(str(before), str(target))
+        # The sides are copies in a temporary folder: name the configs they stand for.
+        after = f"{opts.config} with {opts.op} enabled" + (" (--dry-run: not written)" if opts.dry_run else "")
+        result.diff = render(replace(report, old_label=str(opts.config), new_label=after), "markdown")
     say(result.diff)
+    if result.admitted:
+        files = ", ".join(sorted({a.yaml for a in result.admitted}))
+        say(f"{'would change (--dry-run)' if opts.dry_run else 'changed'}: {files}")
     return result
 
 

@@ -149,6 +149,21 @@ def test_more_than_one_missing_op_is_still_held(setup: tuple[Path, Path], monkey
     assert "TestModule::test_forward" in result.diff and "mandatory_success" in result.diff
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_the_diff_names_the_real_configs_not_temporary_copies(setup: tuple[Path, Path], dry_run: bool) -> None:
+    from testcurator.pipelines.enable_op import EnableOptions, enable_op
+
+    configs, state = setup
+    said: list[str] = []
+    enable_op(EnableOptions("aten::dot", configs, state, torch_root=TREE, dry_run=dry_run), said.append)
+    text = "\n".join(said)
+    assert "enable-op-" not in text and "/before" not in text and "/after" not in text  # the temporary copies
+    header = next(line for line in text.splitlines() if line.startswith("## "))
+    assert header == (f"## testcurator config review: `{configs}` -> `{configs} with aten::dot enabled"
+                      + (" (--dry-run: not written)`" if dry_run else "`"))
+    assert said[-1] == ("would change (--dry-run): " if dry_run else "changed: ") + str(configs / "test/test_nn_modules.yaml")
+
+
 def test_no_op_map_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     shutil.copy(BACKEND, tmp_path / "c" / "x.txt")
