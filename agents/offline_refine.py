@@ -14,6 +14,7 @@ from testcurator.agents.offline_probe import probe_exclusion_note, without_probe
 from testcurator.agents.offline_rules import CPU_FAILED, MODE_WORD, Wish, decision, names, quote
 from testcurator.config.apply import OWN_SKIP
 from testcurator.config.params import param_ref, spelling
+from testcurator.names import counted, every
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
 
@@ -126,7 +127,7 @@ class Outcome:
         if not self.params:
             return ""
         failed = [v for v in self.usable if any(p in self.params for p in v.rec.params)]
-        return (f"parameter {', '.join(sorted(self.params.values()))} (the {len(failed)} variant(s) that have it "
+        return (f"parameter {', '.join(sorted(self.params.values()))} (the {counted(len(failed), 'variant')} that have it "
                 f"all fail, the other {len(self.usable) - len(failed)} do not)")
 
     def explains(self, v: Variant) -> bool:
@@ -142,7 +143,7 @@ class Outcome:
 
     def make(self, mode: Mode, reason: str, *, needs_review: bool = False, missing: Sequence[str] = ()) -> Decision:
         if self.infra:
-            reason = f"{reason[:-1]}; {len(self.infra)} variant(s) lost to infrastructure errors."
+            reason = f"{reason[:-1]}; {counted(len(self.infra), 'variant')} lost to infrastructure errors."
             needs_review, missing = True, (*missing, "a rerun free of infrastructure errors")
         if mode != "skip":
             reason += probe_exclusion_note(self.prev)
@@ -184,7 +185,7 @@ def _failure_rules(o: Outcome) -> Decision | None:
         return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}"
                       f"{_on_cpu_too(o.prev)}, so an unexpected pass will signal promotion{o.exclusion_clause()}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
-    return o.make("xfail", f"Xfail: {len(o.unexplained)} variant(s) fail beside {len(passing)} passing one(s) and no "
+    return o.make("xfail", f"Xfail: {counted(len(o.unexplained), 'variant')} fail beside {counted(len(passing), 'passing one', 'passing ones')} and no "
                   f"dtype, op, module or parameter value separates them ({first.rec.variant}: {first.why()}).",
                   needs_review=True, missing=("which variants fail, as a dtype, op, module or parameter split",))
 
@@ -206,16 +207,16 @@ def _pass_rules(o: Outcome) -> Decision:
                       f"{v.rec.variant} passed only on retry ({'/'.join(v.rec.outcomes)}, {v.why()})"
                       f"{o.exclusion_clause()}.", needs_review=True, missing=("stable results over more runs",))
     if mode == "xfail_strict":
-        return o.make("mandatory_success", f"Mandatory success (promoted from xfail_strict): all {n} variant(s) passed "
+        return o.make("mandatory_success", f"Mandatory success (promoted from xfail_strict): {every(n, 'variant')} passed "
                       f"on every attempt{o.exclusion_clause()}.")
     if mode == "xfail" and not o.prev.by_human:  # a brain's guess, now disproved by execution
-        return o.make("mandatory_success", f"Mandatory success (promoted from xfail): all {n} variant(s) passed on "
+        return o.make("mandatory_success", f"Mandatory success (promoted from xfail): {every(n, 'variant')} passed on "
                       f"every attempt{o.exclusion_clause()}.")
     if mode == "xfail":  # a person's decision: execution only proposes
-        return o.make("xfail", f"Xfail kept: all {n} variant(s) passed on every attempt, so promotion is proposed"
+        return o.make("xfail", f"Xfail kept: {every(n, 'variant')} passed on every attempt, so promotion is proposed"
                       f"{o.exclusion_clause()}.", needs_review=True,
                       missing=("promotion proposed: passes consistently",))
-    return o.make("mandatory_success", f"Mandatory success confirmed on the device: all {n} variant(s) passed on every "
+    return o.make("mandatory_success", f"Mandatory success confirmed on the device: {every(n, 'variant')} passed on every "
                   f"attempt{o.exclusion_clause()}.")
 
 
@@ -285,7 +286,7 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
     if prev.mode == "skip":  # rule previous skip: execution only proposes
         if failing or any(v.status != "passed" for v in usable):
             return prev
-        return decision(prev.test, "skip", f"Skip kept: all {len(usable)} variant(s) passed on the device, so "
+        return decision(prev.test, "skip", f"Skip kept: {every(len(usable), 'variant')} passed on the device, so "
                         f"promotion is proposed against the earlier reason: {prev.reason}", o.evidence(),
                         needs_review=True,
                         missing=("promotion proposed: passes on the device",))

@@ -330,3 +330,13 @@ def instantiated_hint(
 
 
 _MODE_SUFFIXES = ("_train_mode", "_eval_mode")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 variant``, ``3 variants``: a count in words, never ``1 variant(s)``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def every(n: int, noun: str, plural: str | None = None) -> str:
+    """``the only variant``, ``all 3 variants``: what a reason says of all of them."""
+    return f"the only {noun}" if n == 1 else f"all {n} {plural or noun + 's'}"

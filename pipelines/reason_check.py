@@ -28,6 +28,7 @@ from typing import Any
 from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.refine import group_records
 from testcurator.config.apply import OWN_SKIP
+from testcurator.names import every
 from testcurator.pipelines.evaluate import Prediction, judge
 from testcurator.runner.records import TestRecord
 from testcurator.vocab import TestKey
@@ -70,11 +71,6 @@ def check(entries: Mapping[TestKey, tuple[Prediction, str]], records: Iterable[T
     return out
 
 
-def _counted(n: int) -> str:
-    """``the only variant`` or ``all 3 variants``: never ``all 1 variant(s)``."""
-    return "the only variant" if n == 1 else f"all {n} variants"
-
-
 def _contradiction(prediction: Prediction, reason: str, variants: Sequence[ExecutionRecord]) -> tuple[str, str] | None:
     if variants and all(set(v.outcomes) == {"skipped"} for v in variants) and "by the test itself" in reason \
             and all(OWN_SKIP.match(v.message) for v in variants):
@@ -82,10 +78,10 @@ def _contradiction(prediction: Prediction, reason: str, variants: Sequence[Execu
     verdict = judge(prediction, variants)
     ran = sum(1 for v in variants if set(v.outcomes) != {"skipped"})
     if verdict in ("lost_coverage", "passes_anyway") and not _NO_CLAIM.search(reason):
-        return "passes", f"{_counted(ran)} that ran passed on the device"
+        return "passes", f"{every(ran, 'variant')} that ran passed on the device"
     if verdict == "wasted":
         failing = [v for v in variants if v.consistently_failed]
-        share = _counted(ran) if len(failing) == ran else f"{len(failing)} of {ran} variants"
+        share = every(ran, 'variant') if len(failing) == ran else f"{len(failing)} of {ran} variants"
         return "fails", (f"{share} that ran failed ({failing[0].failure_class}: "
                          f"{_first(failing[0].message)})")
     quoted = _QUOTED.search(reason)

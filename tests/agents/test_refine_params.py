@@ -45,7 +45,7 @@ ALL_SHAPE_0 = {("0", "mean"), ("0", "sum")}
 CASES = [
     # (records) -> (mode, exclude_params, exclude_dtypes, needs_review, reason fragment)
     pytest.param(grid(ALL_SHAPE_0), "mandatory_success", ("shape=0",), (), False,
-                 "parameter shape=0 (the 2 variant(s) that have it all fail, the other 4 do not)", id="one-shape"),
+                 "parameter shape=0 (the 2 variants that have it all fail, the other 4 do not)", id="one-shape"),
     pytest.param(grid({(s, "mean") for s in SHAPES}), "mandatory_success", ("reduction=mean",), (), False,
                  "parameter reduction=mean", id="one-reduction"),
     # The failures are also exactly the float16 variants: the dtype wins (behaviour before params).
