@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -244,17 +245,26 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+WIDTH = 100  # report.md's prose wraps here; a name or path is never broken
+
+
+def _item(text: str, bullet: str = "- ") -> list[str]:
+    """``text`` as one markdown list item, wrapped at spaces (continuation lines indented)."""
+    return textwrap.wrap(text, WIDTH, initial_indent=bullet, subsequent_indent=" " * len(bullet),
+                         break_long_words=False, break_on_hyphens=False) or [bullet.rstrip()]
+
+
 def _held_back_md(title: str, groups: Mapping[str, list[dict[str, Any]]], examples: int = EXAMPLES) -> list[str]:
     lines = ["", f"## {title}", ""]
     if not groups:
         return lines + ["- none"]
     for mode, rows in groups.items():
-        lines += [f"### {mode} ({sum(r['count'] for r in rows)} in {len(rows)} reason(s))", "", "| tests | reason | e.g. |",
-                  "|---:|---|---|"]
+        lines += [f"### {mode} ({sum(r['count'] for r in rows)} in {len(rows)} reason(s))", ""]
         for row in rows:
-            names = ", ".join(f"`{_cell(t)}`" for t in row["tests"][:examples])
+            names = ", ".join(f"`{t}`" for t in row["tests"][:examples])
             more = f" and {row['count'] - examples} more" if row["count"] > examples else ""
-            lines.append(f"| {row['count']} | {_cell(row['reason'])} | {names}{more} |")
+            lines += _item(f"**{row['count']}**: {row['reason']}")
+            lines += _item(f"e.g. {names}{more}", bullet="  ")
         lines.append("")
     return lines
 
@@ -284,32 +294,36 @@ def _markdown(data: Mapping[str, Any]) -> str:
         lines += ["", "## Op capture on CPU", "", *capture]
     if data.get("probe"):
         p = data["probe"]
-        lines += ["", "## Device probe", "", f"- {p['calls']} distinct call(s) (op x dtypes): " + ", ".join(
+        lines += ["", "## Device probe", "", *_item(f"{p['calls']} distinct call(s) (op x dtypes): " + ", ".join(
             f"{k} {v}" for k, v in p["statuses"].items() if v) + f"; {p['replayed']} replayed in {p['seconds']}s, "
             f"{p['reused']} reused (backend {p['backend_version']}, torch {p['torch_version']}); "
-            "`testcurator probe --backend ...` lists what the device lacks"]
+            "`testcurator probe --backend ...` lists what the device lacks")]
         overruled = data.get("probe_overturned") or []
-        lines.append(f"- predictions from it that the draft's execution overturned: {len(overruled)}"
-                     + (" (" + ", ".join(f"`{_cell(t)}`" for t in overruled[:EXAMPLES])
-                        + (f" and {len(overruled) - EXAMPLES} more" if len(overruled) > EXAMPLES else "") + ")"
-                        if overruled else ""))
-    lines += ["", "## Scope", ""] + [f"- {'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}" for s in data["scope"]]
+        lines += _item(f"predictions from it that the draft's execution overturned: {len(overruled)}"
+                       + (" (" + ", ".join(f"`{_cell(t)}`" for t in overruled[:EXAMPLES])
+                          + (f" and {len(overruled) - EXAMPLES} more" if len(overruled) > EXAMPLES else "") + ")"
+                          if overruled else ""))
+    lines += ["", "## Scope", ""] + [line for s in data["scope"]
+                                     for line in _item(f"{'kept' if s['keep'] else 'dropped'} `{s['path']}`: {s['reason']}")]
     if data.get("reason_check"):
         from testcurator.pipelines.reason_check import Contradiction
 
         lines += ["", f"## Reasons the results contradict ({len(data['reason_check'])})", ""]
-        lines += [f"- {_cell(Contradiction(**c).line())}" for c in data["reason_check"]]
+        lines += [line for c in data["reason_check"] for line in _item(_cell(Contradiction(**c).line()))]
     lines += ["", f"## Needs review ({len(data['needs_review'])})", ""]
-    lines += [f"- `{_review_name(r)}` ({r['mode']}): {r['reason']}" for r in data["needs_review"]] or ["- none"]
+    lines += [line for r in data["needs_review"] for line in _item(f"`{_review_name(r)}` ({r['mode']}): {r['reason']}")] \
+        or ["- none"]
     fallbacks = data.get("llm_fallbacks", [])
     if fallbacks:
         lines += ["", f"## LLM answers rejected by the rails ({len(fallbacks)}), decided by the offline brain", ""]
-        lines += [f"- `{f['file']}{'::' + f['test'] if f['test'] else ''}` ({f['mode']}): {f['reason']}" for f in fallbacks]
+        lines += [line for f in fallbacks
+                  for line in _item(f"`{f['file']}{'::' + f['test'] if f['test'] else ''}` ({f['mode']}): {f['reason']}")]
     emit = data.get("emit") or {}
     conflicts = emit.get("conflicts", [])
     lines += ["", f"## Human edits kept ({len(emit.get('kept_human', []))}), contradicted by execution ({len(conflicts)})", ""]
-    lines += [f"- `{c['file']}::{c['test']}`: human says {c['human_mode']}, execution says {c['evidence_mode']}: {c['reason']}"
-              for c in conflicts] or ["- none contradicted"]
+    lines += [line for c in conflicts for line in _item(f"`{c['file']}::{c['test']}`: human says {c['human_mode']}, "
+                                                         f"execution says {c['evidence_mode']}: {c['reason']}")] \
+        or ["- none contradicted"]
     verify = data.get("verify")
     if verify:
         lines += ["", "## Verification run of the curated suite", "",
@@ -322,7 +336,8 @@ def _markdown(data: Mapping[str, Any]) -> str:
         lines.append(f"- infrastructure failures: {len(infra)}")
         lines += [f"  - {_cell(text)}" for text in infra]
     lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
-              "- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items())), "",
+              *(["- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items()))]
+                if any(data["usage"].values()) else []), "",
               brain_report.markdown(data), "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]
     # ordered again: report.json is written with sorted keys
     lines += [f"| {'**total**' if k == 'total' else k} | {v} |" for k, v in ordered_timings(data.get("timings_s") or {}).items()]

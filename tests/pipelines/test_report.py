@@ -104,7 +104,9 @@ def test_finish_records_command_and_exit_code(tmp_path: Path, failures: list[str
 def test_markdown_links_configs_and_orders_stages() -> None:
     md = _markdown(_data(None))
     assert "| test/test_a.py | [configs/test/test_a.yaml](configs/test/test_a.yaml) | 2 | 0 | 0 | 2 |" in md
-    assert "| 2 | needs aten::foo | `test/test_a.py::TestA::t1`, `test/test_a.py::TestA::t2` |" in md
+    assert "- **2**: needs aten::foo\n  e.g. `test/test_a.py::TestA::t1`, `test/test_a.py::TestA::t2`\n" in md
+    # prose wraps at spaces; no line of the report is over 200 characters, and no usage line when nothing was used
+    assert max(len(line) for line in md.splitlines()) <= 200 and "- usage:" not in md
     assert md.index("| scope | 1.0 |") < md.index("| refine | 2.0 |") < md.index("| **total** | 3.0 |")
     assert "**the command has not finished**" in md
 
