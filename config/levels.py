@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testcurator.config.loader import LoadedConfig, ResolvedEntry, _load, paused_gc, validate
+from testcurator.config.loader import LoadedConfig, ResolvedEntry, _load, paused_gc, problem_order, validate
 from testcurator.config.upstream_names import TestFacts, test_facts, variant_names
 from testcurator.errors import Problem
 from testcurator.vocab import split_name
@@ -34,9 +34,10 @@ class TreeProblem:
 
 
 def load_for_levels(paths: Sequence[Path], torch_root: Path | None) -> LoadedConfig:
-    """The config as far as it loads (problems are level 1's to report)."""
+    """The config as far as it loads, a document with schema errors as far as it validates
+    (problems are level 1's to report)."""
     with paused_gc():
-        loaded, _, _ = _load(paths, torch_root=torch_root, check_paths=True)
+        loaded, _, _ = _load(paths, torch_root=torch_root, check_paths=True, salvage=True)
     return loaded
 
 
@@ -44,7 +45,7 @@ def level2_problems(paths: Sequence[Path], *, torch_root: Path | None, allow_out
     """Levels 1 and 2: every problem, sorted by place."""
     problems = validate(paths, torch_root, allow_outside_root=allow_outside_root)
     problems += [t.problem for t in level2(load_for_levels(paths, torch_root))]
-    return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.location.col or 0))
+    return sorted(problems, key=problem_order)
 
 
 def level2(loaded: LoadedConfig) -> list[TreeProblem]:

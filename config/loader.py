@@ -2,12 +2,15 @@
 
 Every problem is collected, not just the first, and reported as ``file:line:col:
 message``; :func:`load_config` raises :class:`~testcurator.errors.ConfigError` carrying
-them all. Paths expand ``${TORCH_ROOT}`` and any other ``${VAR}`` from the environment;
+them all. :func:`validate` goes further: a document with schema errors is checked as far as
+it loads (its invalid parts pruned from the node tree, so every position stays the one in
+the file), and its names get their checks in the same run. Paths expand ``${TORCH_ROOT}`` and any other ``${VAR}`` from the environment;
 a relative path resolves against the torch root (or, without one, the config's folder).
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 import re
@@ -20,7 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry
-from testcurator.config.yamlio import locate, read_yaml, to_data
+from testcurator.config.yamlio import child, locate, node_at, read_yaml, to_data
 from testcurator.errors import ConfigError, Location, Problem
 
 M = TypeVar("M", bound=BaseModel)
@@ -207,13 +210,16 @@ def load_config(
     with paused_gc():
         loaded, problems, _ = _load(paths, torch_root=torch_root, check_paths=check_paths)
     if problems:
-        raise ConfigError(sorted(problems, key=_problem_order))
+        raise ConfigError(sorted(problems, key=problem_order))
     return loaded
 
 
 def _load(
-    paths: Path | Iterable[Path], *, torch_root: Path | None, check_paths: bool
+    paths: Path | Iterable[Path], *, torch_root: Path | None, check_paths: bool, salvage: bool = False
 ) -> tuple[LoadedConfig, list[Problem], list[tuple[Path, ConfigDocument, Any]]]:
+    """Every document and every problem; with ``salvage``, a document with schema errors
+    joins the merge as far as it validates (:func:`salvaged`), else a :class:`NotChecked`
+    says its names were not checked."""
     from testcurator.config.resolve import merge_documents
 
     roots = [paths] if isinstance(paths, Path) else list(paths)
@@ -231,6 +237,11 @@ def _load(
                 doc, tree = load_model(file, ConfigDocument)
             except ConfigError as exc:
                 problems.extend(exc.problems)
+                partial = salvaged(file, ConfigDocument) if salvage else None
+                if partial is not None:
+                    docs.append((file, *partial))
+                elif salvage:
+                    problems.append(NotChecked(Location(str(file)), NOT_CHECKED))
                 continue
             docs.append((file, doc, tree))
     loaded, merge_problems = merge_documents(docs, torch_root=torch_root, check_paths=check_paths)
@@ -255,9 +266,102 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _problem_order(problem: Problem) -> tuple[str, int, int]:
+@dataclass(frozen=True)
+class NotChecked(Problem):
+    """Not an error of its own: checks that could not run on a file, listed after its errors."""
+
+
+NOT_CHECKED = ("name checks (instantiated, duplicate and stale names, test paths) were not run on this file: it "
+               "does not load past the errors above; they run once those are fixed")
+_SALVAGE_ROUNDS = 20
+PLACEHOLDER_MODE = "mandatory_success"  # for a misspelt mode while salvaging: the strictest, never a skip
+
+
+def salvaged(file: Path, model_cls: type[M]) -> tuple[M, Any] | None:
+    """``file``'s model without the parts that fail validation, and the node tree it was
+    made from (pruned alike, so a later check locates its nodes at their place in the file);
+    None when nothing sensible is left (a YAML error, the document itself wrong).
+
+    Each round removes what pydantic rejected: an unknown key; a bad value's key (a default
+    takes its place, or the next round finds it missing); the list item a missing key or a
+    bad item belongs to (a test entry, a dtype). A test entry's misspelt ``mode`` is read as
+    mandatory_success instead, so the entry's names are still checked (and a file is never
+    taken as wholly skipped because of it). Problems of the pruned model are not the file's:
+    the caller reports the first round's only."""
+    try:
+        tree = read_yaml(file)
+        data = to_data(tree, str(file))
+    except ConfigError:
+        return None
+    for _ in range(_SALVAGE_ROUNDS):
+        if not isinstance(data, dict):
+            return None
+        try:
+            return model_cls.model_validate(data), tree
+        except ValidationError as exc:
+            drop, swap = _prune_plan(tree, exc.errors())
+            if not drop and not swap:
+                return None  # nothing could be removed: the document itself is wrong
+            pruned = _rebuild(tree, drop, swap)
+            tree, data = pruned, to_data(pruned, str(file))
+    return None
+
+
+def _prune_target(tree: Any, err: Any) -> tuple[Any, ...]:
+    """The node to remove for a pydantic error: its key, or for a missing key the list item
+    that needed it; cut to the deepest node the document has (union tags are not keys)."""
+    loc = tuple(err["loc"])
+    if err["type"] == "missing":
+        ints = [i for i, part in enumerate(loc) if isinstance(part, int)]
+        loc = loc[:ints[-1] + 1] if ints else ()
+    node, found = tree, 0
+    for part in loc:
+        hit = child(node, part)
+        if hit is None:
+            break
+        node, found = hit[1], found + 1
+    return loc[:found]
+
+
+def _prune_plan(tree: Any, errors: Sequence[Any]) -> tuple[set[int], dict[int, Any]]:
+    """The nodes to drop (ids of key nodes and list items) and the scalars to replace, all
+    found in ``tree`` before any is touched (a removal would shift the later indexes)."""
+    drop: set[int] = set()
+    swap: dict[int, Any] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "literal_error" and loc[-1:] == ("mode",) and "tests" in loc:
+            node = node_at(tree, loc)
+            if node is not None and node.id == "scalar":
+                placeholder = copy.copy(node)
+                placeholder.value, placeholder.tag = PLACEHOLDER_MODE, "tag:yaml.org,2002:str"
+                swap[id(node)] = placeholder
+                continue
+        target = _prune_target(tree, err)
+        hit = child(node_at(tree, target[:-1]), target[-1]) if target else None
+        if hit is not None:
+            drop.add(id(hit[0]))
+    return drop, swap
+
+
+def _rebuild(node: Any, drop: set[int], swap: dict[int, Any]) -> Any:
+    """A copy of the node tree without ``drop`` and with ``swap`` (every node keeps its marks)."""
+    if id(node) in swap:
+        return swap[id(node)]
+    if node.id == "mapping":
+        value: Any = [(k, _rebuild(v, drop, swap)) for k, v in node.value if id(k) not in drop]
+    elif node.id == "sequence":
+        value = [_rebuild(item, drop, swap) for item in node.value if id(item) not in drop]
+    else:
+        return node
+    out = copy.copy(node)
+    out.value = value
+    return out
+
+
+def problem_order(problem: Problem) -> tuple[str, bool, int, int]:
     loc = problem.location
-    return (loc.file, loc.line or 0, loc.col or 0)
+    return (loc.file, isinstance(problem, NotChecked), loc.line or 0, loc.col or 0)
 
 
 def file_entry_location(tree: Any, file: Path, index: int) -> Location:
@@ -272,7 +376,7 @@ def validate(paths: Sequence[Path], torch_root: Path | None = None, *, allow_out
     test name gets the generic name to write, from the upstream file's own definitions.
     """
     with paused_gc():
-        loaded, problems, docs = _load(paths, torch_root=torch_root, check_paths=True)
+        loaded, problems, docs = _load(paths, torch_root=torch_root, check_paths=True, salvage=True)
     root = torch_root or (Path(os.environ["TORCH_ROOT"]) if os.environ.get("TORCH_ROOT") else None)
     for source, doc, tree in docs:
         for index, entry in enumerate(doc.test_suite_config.files):
@@ -282,7 +386,7 @@ def validate(paths: Sequence[Path], torch_root: Path | None = None, *, allow_out
             where = locate(tree, ("test_suite_config", "files", index, "path"), str(source))
             problems.extend(Problem(where, message) for message in upstream_path_problems(path, root, allow_outside_root))
             problems.extend(param_name_problems(source, tree, index, entry, path))
-    return sorted(problems, key=_problem_order)
+    return sorted(problems, key=problem_order)
 
 
 def param_name_problems(source: Path, tree: Any, index: int, entry: FileEntry, upstream: Path) -> list[Problem]:
@@ -324,8 +428,10 @@ __all__ = [
     "ResolvedFile",
     "config_files",
     "expand_path",
+    "NotChecked",
     "load_config",
     "load_model",
+    "problem_order",
     "upstream_path_problems",
     "validate",
 ]

@@ -261,3 +261,65 @@ def test_key_given_twice(tree: Path, capsys: pytest.CaptureFixture[str]) -> None
     cfg.write_text(GOOD.replace("      unlisted_test_mode: skip\n", "      unlisted_test_mode: skip\n      unlisted_test_mode: xfail\n"))
     assert main(["validate", str(cfg)]) == 2
     assert f"{cfg}:12:7: key 'unlisted_test_mode' given twice (first at line 11)" in capsys.readouterr().err
+
+
+# --- schema errors do not hide the name checks --------------------------------------------------
+def _problems(err: str, cfg: Path) -> list[str]:
+    return [line.removeprefix(f"{cfg}:") for line in err.splitlines() if line.startswith(f"{cfg}:")]
+
+
+@pytest.mark.parametrize("level", ["1", "2"])
+def test_schema_errors_and_name_errors_in_one_run(tree: Path, capsys: pytest.CaptureFixture[str], level: str) -> None:
+    cfg = tree / "bad.yaml"
+    cfg.write_text(GOOD.replace("mode: mandatory_success", "mode: mandatory")  # a schema error in the entry...
+                   .replace("TestA::test_two", "TestACPU::test_one_cpu_float32")  # ...whose second name is instantiated
+                   .replace("{name: bool}", "{name: boolean}")
+                   .replace("      unlisted_test_mode: skip\n", "      unlisted_test_mode: skip\n      colour: red\n")
+                   + "        - names: [not a name, TestA::test_one]\n          mode: skip\n")
+    assert main(["validate", "--level", level, str(cfg)]) == 2
+    got = _problems(capsys.readouterr().err, cfg)
+    expected = [
+        "12:7: unknown key 'colour'",
+        "15:36: name 'TestACPU::test_one_cpu_float32' is an instantiated name",
+        "16:17: test_suite_config.files[0].tests[0].mode: unknown mode 'mandatory'",
+        "19:32: test_suite_config.files[0].tests[0].edits.dtypes.exclude[0].name: unknown dtype 'boolean'",
+        "25:19: test_suite_config.files[0].tests[1].names[0]: name 'not a name' is not in Class::test form",
+        # located at its own column although the name before it was pruned to load the rest
+        "25:31: test TestA::test_one is listed twice in this file (first at line 15)",
+    ]
+    if level == "2":  # the upstream file defines only test_x: the entries are stale
+        expected[1:1] = ["15:11: stale entry: TestA::test_one is not defined in test_a.py"]
+        expected[-1:-1] = ["25:11: stale entry: TestA::test_one is not defined in test_a.py"]
+    assert len(got) == len(expected) + (level == "2"), got  # level 2: also TestACPU's own stale line
+    for want in expected:
+        assert any(line.startswith(want) for line in got), (want, got)
+    assert "were not run" not in "\n".join(got)
+
+
+def test_a_file_that_does_not_load_says_its_name_checks_did_not_run(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configs = tree / "configs"
+    configs.mkdir()
+    (configs / "a.yaml").write_text(GOOD.replace("  labels: [trunk]", "  labels: [trunk"))
+    (configs / "b.yaml").write_text(GOOD.replace("test/test_a.py", "test/test_b.py")
+                                    .replace("TestA::test_two", "TestACPU::test_one_cpu_float32"))
+    (tree / "test" / "test_b.py").write_text("def test_x():\n    pass\n")
+    assert main(["validate", str(configs)]) == 2
+    err = capsys.readouterr().err
+    a = _problems(err, configs / "a.yaml")
+    assert a[0].startswith("4:9: YAML syntax error")
+    assert err.index("YAML syntax error") < err.index(f"{configs / 'a.yaml'}: name checks") < err.index("b.yaml:14:36: name")
+    assert "name checks (instantiated, duplicate and stale names, test paths) were not run on this file" in a[-1]
+    assert "they run once those are fixed" in a[-1]
+
+
+def test_load_config_still_stops_at_schema_errors(tree: Path) -> None:
+    """Only `validate` prunes: what runs tests never sees a partly loaded config."""
+    from testcurator.config.loader import load_config
+    from testcurator.errors import ConfigError
+
+    cfg = tree / "bad.yaml"
+    cfg.write_text(GOOD.replace("mode: mandatory_success", "mode: mandatory")
+                   .replace("TestA::test_two", "TestACPU::test_one_cpu_float32"))
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg, torch_root=tree)
+    assert [p.location.line for p in info.value.problems] == [15]
