@@ -146,3 +146,17 @@ def test_a_whole_file_under_review_is_counted_and_named_as_a_file() -> None:
     md = _markdown({**_data(None), "needs_review": [item]})
     assert "- needs review: 1;" in md
     assert "- `test/test_old.py` (skip): the whole file is skipped: it does not import" in md
+
+
+def test_the_capture_section_says_what_ran_and_what_was_left_out_and_why() -> None:
+    capture = {"instances": 6435, "kept": 175, "projected": 137, "files_captured": 2, "files_reused": 0,
+               "estimate_s": 22.8, "budget_s": None,
+               "left_out": {"another dtype of a captured kind (projected)": 137, "not instantiated on the device": 6121,
+                            "skipped at collection upstream": 2}}
+    md = _markdown({**_data(None), "memory": {"capture": capture}})
+    section = md[md.index("## Op capture on CPU"):md.index("## Scope")]
+    assert "- ran 175 of the 6435 CPU instance(s) of the kept files (estimated 22.8 CPU s)" in section
+    assert "- left out, not instantiated on the device: 6121" in section
+    assert "- left out, skipped at collection upstream: 2" in section
+    assert "reused from an earlier capture (same file, selection and torch): 0" in section
+    assert "## Op capture on CPU" not in _markdown(_data(None))  # --no-capture-ops: no section
