@@ -31,7 +31,8 @@ from testcurator.runner.ticker import LineCounter, Ticker
 from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
 
-CAPTURE_FORMAT = "oprecord/4"  # 3: calls and replayable examples (the probe); 4: storage arguments
+# 3: calls and replayable examples (the probe); 4: storage arguments; 5: examples of calls that worked
+CAPTURE_FORMAT = "oprecord/5"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13

@@ -108,20 +108,28 @@ def _recorder_class() -> type:
             kwargs = kwargs or {}
             self.seen.add(func)
             # Before the call: an in-place or out= op would change what its inputs looked like.
-            self._note(func, args, kwargs)
-            return func(*args, **kwargs)
-
-        def _note(self, func: Any, args: Any, kwargs: dict[str, Any]) -> None:
-            try:
-                key = call_key(op_name(func), args, kwargs)
-            except Exception:  # a key is evidence, never a reason to fail the test
-                return
-            self.calls.add(key)
-            if key not in self.examples and len(self.examples) < MAX_EXAMPLES:
-                text = example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
+            pending = self._note(func, args, kwargs)
+            out = func(*args, **kwargs)
+            # Kept only once the call worked: a test of error handling (flip with a repeated
+            # dim) makes calls that fail on CPU too, and an example the probe cannot replay on
+            # CPU says nothing about the device; a later call of the same key may give one.
+            if pending is not None:
+                key, text = pending
                 self.examples[key] = text
                 if text is not None:
                     self.new[key] = text
+            return out
+
+        def _note(self, func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
+            """Record the call's key; its example (to keep if the call works), when its key has none yet."""
+            try:
+                key = call_key(op_name(func), args, kwargs)
+            except Exception:  # a key is evidence, never a reason to fail the test
+                return None
+            self.calls.add(key)
+            if key in self.examples or len(self.examples) >= MAX_EXAMPLES:
+                return None
+            return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
 
     return OpRecorder
 

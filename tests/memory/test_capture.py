@@ -197,3 +197,20 @@ def test_capture_records_calls_with_one_replayable_example_each(captured: Path, 
     per_node = {i.nodeid.rsplit("::", 1)[1]: i.calls for i in opmap.instance_calls()}
     assert "aten::neg(float32)" in per_node["test_fails_cpu"]
     opmap.close()
+
+
+def test_an_example_is_kept_only_from_a_call_that_worked() -> None:
+    """A test of error handling calls flip with a repeated dim first: that call fails on CPU
+    too, so its arguments would be an example the probe cannot replay; the later call that
+    works gives the key its example."""
+    import json
+
+    import torch
+
+    with capture._recorder_class()() as recorder:
+        x = torch.ones(2, 2, dtype=torch.bool)
+        with pytest.raises(RuntimeError, match="appears multiple times"):
+            torch.flip(x, (1, 1))
+        torch.flip(x, (0,))
+    assert "aten::flip(bool)" in recorder.calls
+    assert json.loads(recorder.examples["aten::flip(bool)"])["args"][1] == {"list": [0]}
