@@ -226,9 +226,10 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
         device = device_job.result() if device_job is not None else None
     captured, figures = (_captured_map(torch_root, files, state_dir, work, capture, static, device, say)
                          if capture is not None else (None, {}))
-    records = read_capture([static, captured])  # read once: for the op map and the evidence
-    _ingest(state_dir, records)
-    write_evidence(work / EVIDENCE, gather(records))
+    with Ticker(lambda t: f"memory: storing the op map and the evidence: {duration(t)} so far", say):
+        records = read_capture([static, captured])  # read once: for the op map and the evidence
+        _ingest(state_dir, records)
+        write_evidence(work / EVIDENCE, gather(records))
     # Files that do not import are decided as a whole (pipelines/steps.py), never per test.
     return {**_figures(stats, captured is not None), "import_errors": import_errors(work), "capture": figures}
 

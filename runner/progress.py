@@ -1,7 +1,7 @@
 """Progress display for a run: a rich bar per phase with live outcome counts.
 
 The runner talks to a :class:`ProgressSink`; :class:`RichProgress` draws a bar on the
-terminal, :class:`LineProgress` says a line every 10 s (the pipeline's draft and
+terminal, :class:`LineProgress` says a line every 8 s (the pipeline's draft and
 verification runs, whose output may go to a log), :class:`NullProgress` draws nothing
 (tests, benchmarks, ``--quiet``).
 """
