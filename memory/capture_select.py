@@ -148,21 +148,26 @@ def project(cpu: Iterable[OpRecord], captured: Sequence[OpRecord], selection: Se
     the captured instance's ops, its calls and examples with its dtype rewritten to the
     instance's, and no outcome (it did not run)."""
     by_node: dict[str, list[OpRecord]] = {}
+    # A capture process keeps one example per call, on the first record that made the call:
+    # the captured instance's own calls may have theirs on another record.
+    known: dict[str, str] = {}
     for rec in captured:
         by_node.setdefault(rec.nodeid, []).append(rec)
+        for key, text in rec.examples.items():
+            known.setdefault(key, text)
     out = []
     for rec in cpu:
         source = selection.source_of.get(rec.nodeid)
         for done in by_node.get(source, []) if source else []:
-            out.append(_projected(done, rec))
+            out.append(_projected(done, rec, known))
     return out
 
 
-def _projected(done: OpRecord, target: OpRecord) -> OpRecord:
+def _projected(done: OpRecord, target: OpRecord, known: Mapping[str, str]) -> OpRecord:
     old, new = split_dtypes(done.dtype), split_dtypes(target.dtype)
     swap = dict(zip(old, new)) if len(old) == len(new) else {}
     calls = tuple(sorted({_call(c, swap) for c in done.calls}))
-    examples = {_call(k, swap): _example(v, swap) for k, v in done.examples.items()}
+    examples = {_call(k, swap): _example(known[k], swap) for k in done.calls if k in known}
     return replace(done, nodeid=target.nodeid, dtype=target.dtype, outcome=None, failure=None, error=None,
                    calls=calls if swap else (), examples=examples if swap else {})
 

@@ -102,3 +102,17 @@ def test_a_retyped_tensor_loses_values_of_its_old_dtype() -> None:
     assert rec.nodeid.endswith("test_out_mul_cpu_int64")
     assert json.loads(rec.examples["aten::mul.Tensor(int64)"])["args"][0] == {"tensor": "int64", "shape": [2],
                                                                                 "stride": [1]}
+
+
+def test_a_projection_finds_its_calls_examples_on_other_records() -> None:
+    """The capture process keeps one example per call, on the first record that made it: the
+    captured instance's own record may carry none of them."""
+    sel = select(RECORDS, on_device, cost=lambda rec: 1.0)
+    example = {"args": [{"tensor": "float32", "shape": [3], "stride": [1]}], "kwargs": {}}
+    first = OpRecord(f"{F}::TestOpsCPU::test_out_mul_cpu_float32", "TestOps::test_out", "captured", device="cpu",
+                     dtype="float32", op="mul", calls=("aten::neg(float32)",),
+                     examples={"aten::neg(float32)": json.dumps(example)})
+    done = OpRecord(f"{F}::TestOpsCPU::test_out_add_cpu_float32", "TestOps::test_out", "captured", device="cpu",
+                    dtype="float32", op="add", calls=("aten::neg(float32)",))
+    add64 = next(r for r in project(RECORDS, [first, done], sel) if r.nodeid.endswith("test_out_add_cpu_float64"))
+    assert json.loads(add64.examples["aten::neg(float64)"])["args"][0]["tensor"] == "float64"
