@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +115,8 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
     folder = work / "capture"
     folder.mkdir(parents=True, exist_ok=True)
     keys = folder / "kept.tests"
-    atomic_write_text(keys, "".join(_absolute_line(torch_root, line) for line in kept.lines().splitlines()))
+    # Relative to the torch root, which the capture's pytest has as its rootdir (tree_options).
+    atomic_write_text(keys, kept.lines())
     out = folder / "captured-all.jsonl"
     say(f"capture: {len(kept.keep)} instance(s) of {len(todo)} file(s) on CPU")
     counter = LineCounter(folder, "*/events.jsonl*", b'"event": "finish"')
@@ -136,12 +136,6 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
             atomic_write_text(caches[rel], "".join(r.to_json() + "\n" for r in mine))
         found[rel] = mine
     return found
-
-
-def _absolute_line(torch_root: Path, line: str) -> str:
-    key, _, generic = line.partition("\t")
-    parsed = TestKey.parse(key)
-    return f"{TestKey.of(str((torch_root / parsed.file).resolve()), parsed.name)}\t{generic}\n"
 
 
 def summary(figures: Mapping[str, Any]) -> str:
@@ -165,7 +159,3 @@ def report_lines(figures: Mapping[str, Any]) -> list[str]:
     lines.append(f"- files captured now: {figures['files_captured']}; reused from an earlier capture "
                  f"(same file, selection and torch): {figures['files_reused']}")
     return lines
-
-
-def write_figures(path: Path, figures: Mapping[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(dict(figures), indent=1, sort_keys=True) + "\n")

@@ -46,7 +46,7 @@ from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.only import write_keys
 from testcurator.plugin.oprecord import OpRecord, read_records
-from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
+from testcurator.runner.command import RunSpec, build_env, pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.executors import Executor
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
@@ -76,10 +76,9 @@ def collect_static(torch_root: Path, files: Sequence[str], out: Path, log: Path,
                        f"--curate-capture-ops={tmp}",
                        f"--curate-events={events}", *tree_options(torch_root, out.parent), *files)
     env = reference_env()
-    if device is not None:
+    if device is not None:  # the environment the draft's pytest gets
         argv += ["--curate-backend", device.backend] if device.backend else []
-        env.update(dict(device.env), PYTORCH_TESTING_DEVICE_ONLY_FOR=device.device,
-                   TORCH_ROOT=str(torch_root.resolve()))
+        env = build_env(RunSpec(out_dir=out.parent, torch_root=torch_root, device=device.device, env=device.env))
     returncode = run_logged(argv, cwd=torch_root, env=env, log=log)
     # 1: some files failed to collect (their errors are in the log); 5: nothing collected
     # (e.g. a tree of CUDA-only files) is a valid, empty map.
