@@ -134,3 +134,101 @@ def discover_context(base_url: str, model: str, api_key: str, timeout: float = 1
     except (httpx.HTTPError, ValueError) as exc:
         return None, f"the server did not answer ({type(exc).__name__})"
     return None, "the server does not report it"
+
+
+# The first answer of a run measures the endpoint: one item, so that a slow server answers it
+# in seconds-to-minutes, not in the hour a full batch at 1 token/s would take.
+MIN_OUTPUT_PER_ITEM = 96  # one decision's JSON (name, mode, a short reasoning, evidence) fits
+
+
+@dataclass
+class Pace:
+    """How fast the endpoint works, and the run's time budget for it (``budget_s``; None:
+    no budget).
+
+    Rates are cumulative over the answers so far: prompt tokens per second up to the first
+    token, completion tokens per second after it. Spent time is wall time with at least one
+    request in flight (concurrent requests do not count twice)."""
+
+    budget_s: float | None = None
+    prompt_tokens: int = 0
+    prompt_s: float = 0.0
+    completion_tokens: int = 0
+    completion_s: float = 0.0
+    _in_flight: int = 0
+    _busy_since: float = 0.0
+    _spent: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def measured(self) -> bool:
+        return self.completion_tokens > 0 and self.completion_s > 0
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.completion_tokens / self.completion_s if self.measured else None
+
+    @property
+    def prompt_tokens_per_s(self) -> float | None:
+        return self.prompt_tokens / self.prompt_s if self.prompt_tokens and self.prompt_s > 0 else None
+
+    def observe(self, prompt_tokens: int, first_token_s: float, completion_tokens: int, generation_s: float) -> None:
+        with self._lock:
+            if prompt_tokens > 0 and first_token_s > 0:
+                self.prompt_tokens += prompt_tokens
+                self.prompt_s += first_token_s
+            if completion_tokens > 1 and generation_s > 0:
+                self.completion_tokens += completion_tokens
+                self.completion_s += generation_s
+
+    def start(self, clock: float) -> None:
+        with self._lock:
+            if self._in_flight == 0:
+                self._busy_since = clock
+            self._in_flight += 1
+
+    def stop(self, clock: float) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._spent += clock - self._busy_since
+
+    def spent_s(self, clock: float) -> float:
+        with self._lock:
+            return self._spent + (clock - self._busy_since if self._in_flight else 0.0)
+
+    def left_s(self, clock: float) -> float | None:
+        return None if self.budget_s is None else max(0.0, self.budget_s - self.spent_s(clock))
+
+    def estimate_s(self, prompt_tokens: int, max_tokens: int) -> float | None:
+        """Seconds one request of ``prompt_tokens`` with an answer of up to ``max_tokens``
+        is expected to take (None before the first answer)."""
+        rate = self.tokens_per_s
+        if rate is None:
+            return None
+        prompt_rate = self.prompt_tokens_per_s
+        return (prompt_tokens / prompt_rate if prompt_rate else 0.0) + max_tokens / rate
+
+    def admits(self, prompt_tokens: int, max_tokens: int, clock: float) -> bool:
+        """Whether a request may still be sent: some budget is left and, once the rate is
+        known, the request's expected time fits in it (an answer cut off by the budget
+        would be worth nothing, and a request in flight is never abandoned)."""
+        left = self.left_s(clock)
+        if left is None:
+            return True
+        if left <= 0:
+            return False
+        expected = self.estimate_s(prompt_tokens, max_tokens)
+        return expected is None or expected <= left
+
+    def output_per_item(self, items_left: int, prompt_tokens_per_item: int, planned: int, clock: float) -> int:
+        """Output tokens to plan per decision: ``planned``, or less when the budget left at
+        the measured rate cannot pay for ``items_left`` answers that long (never below
+        :data:`MIN_OUTPUT_PER_ITEM`: the budget then decides fewer items, not worse ones)."""
+        left, rate = self.left_s(clock), self.tokens_per_s
+        if left is None or rate is None or items_left <= 0:
+            return planned
+        prompt_rate = self.prompt_tokens_per_s
+        reading = items_left * prompt_tokens_per_item / prompt_rate if prompt_rate else 0.0
+        affordable = int(max(0.0, left - reading) * rate / items_left)
+        return max(MIN_OUTPUT_PER_ITEM, min(planned, affordable))

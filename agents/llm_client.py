@@ -6,11 +6,14 @@ JSON mode with the schema, then plain text; a request-shape rejection steps down
 remembered per endpoint for the client's life). Every answer is validated by pydantic and
 re-asked with the error, at most ``max_tries`` times, then a typed :class:`LLMAnswerError`.
 
-Transport faults are retried with backoff by agents/llm_transport.py; what survives them
-is an :class:`~testcurator.agents.llm_transport.LLMTransportError`, and an endpoint that
-keeps failing is declared down for the run (every later call fails at once: the brain's
-fallback decides, the report says so). Calls run at most ``concurrency`` at a time, each
-with a timeout and an output-token cap.
+Answers are streamed by agents/llm_transport.py, which retries refused connections and HTTP
+errors with backoff, never re-sends a request the server may still be working on, and keeps
+the run's time budget; what survives is an
+:class:`~testcurator.agents.llm_transport.LLMTransportError` (an endpoint that keeps failing
+is declared down for the run: every later call fails at once) or an
+:class:`~testcurator.agents.llm_transport.LLMBudgetError`; the brain's fallback decides
+those, the report says why. Calls run at most ``concurrency`` at a time, each with an idle
+timeout and an output-token cap.
 
 Validated answers are cached in SQLite by (content, prompt hash, model, answer schema), so a
 rerun over unchanged input makes no call. Unusable answers go, with the model's raw text, to
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +56,10 @@ class LLMSettings:
     """Where and how to ask (README: "The LLM brain").
 
     ``max_tries`` bounds re-asks for unusable answers; ``max_retries`` bounds retries of a
-    transport fault (backoff from ``retry_backoff`` seconds, doubling). ``context_tokens``
+    refused connection or an HTTP error (backoff from ``retry_backoff`` seconds, doubling).
+    ``idle_timeout`` is the longest silence (no token, no keep-alive) a streamed answer may
+    have; there is no total timeout. ``budget_s`` caps the seconds a run spends waiting for
+    the model (0: no cap); what it cannot pay for is decided by the offline brain. ``context_tokens``
     is the window when the server does not state one; ``max_output_tokens`` caps every
     answer; ``output_tokens_per_item`` is what one decision's answer is planned to take;
     ``batch_size`` caps items per request; ``concurrency`` caps requests in flight;
@@ -63,7 +70,8 @@ class LLMSettings:
     base_url: str
     model: str
     api_key: str = field(default=_NO_KEY, repr=False)
-    timeout: float = 120.0
+    idle_timeout: float = 300.0
+    budget_s: float = 900.0
     max_tries: int = 3
     max_retries: int = 2
     retry_backoff: float = 1.0
@@ -71,7 +79,9 @@ class LLMSettings:
     context_tokens: int = 4096
     max_output_tokens: int = 2048
     output_tokens_per_item: int = 200
-    concurrency: int = 2
+    # One: llama.cpp's servers answer one request at a time, and one waiting its turn only
+    # delays the answer in flight (and may interrupt it: llama-cpp-python's interrupt_requests).
+    concurrency: int = 1
     structured_output: str = OUTPUT_MODES[0]
     summaries: bool = True
     temperature: float | None = 0.0
@@ -79,7 +89,9 @@ class LLMSettings:
     def __post_init__(self) -> None:
         if self.structured_output not in OUTPUT_MODES:
             raise BadInputError(f"llm.structured_output: {self.structured_output!r} is not one of {', '.join(OUTPUT_MODES)}")
-        for name in ("timeout", "max_tries", "batch_size", "context_tokens", "max_output_tokens",
+        if self.budget_s < 0:
+            raise BadInputError(f"llm.budget_s must be 0 (no budget) or positive, got {self.budget_s!r}")
+        for name in ("idle_timeout", "max_tries", "batch_size", "context_tokens", "max_output_tokens",
                      "output_tokens_per_item", "concurrency"):
             if getattr(self, name) <= 0:
                 raise BadInputError(f"llm.{name} must be positive, got {getattr(self, name)!r}")
@@ -188,7 +200,7 @@ class StructuredClient:
         """(tokens, source): what the server says, else ``llm.context_tokens``."""
         if self._context is None:
             found, source = (None, "not asked: the endpoint is down") if self.down else discover_context(
-                self.settings.base_url, self.settings.model, self.settings.api_key, min(10.0, self.settings.timeout))
+                self.settings.base_url, self.settings.model, self.settings.api_key, min(10.0, self.settings.idle_timeout))
             if found:
                 self._context = (found, f"server ({source})")
             else:
@@ -201,7 +213,10 @@ class StructuredClient:
         return {"endpoint": self.settings.base_url, "model": self.settings.model, "mode": self.mode,
                 "negotiation": list(self.transport.negotiator.steps), "down": self.down, "context_tokens": window,
                 "context_source": source, "max_output_tokens": self.settings.max_output_tokens,
-                "concurrency": self.settings.concurrency, "timeout_s": self.settings.timeout,
+                "concurrency": self.settings.concurrency, "idle_timeout_s": self.settings.idle_timeout,
+                "budget_s": self.settings.budget_s or None, "budget_spent_s": round(self.transport.pace.spent_s(time.monotonic()), 1),
+                "tokens_per_s": _rounded(self.transport.pace.tokens_per_s),
+                "prompt_tokens_per_s": _rounded(self.transport.pace.prompt_tokens_per_s),
                 "audit_log": str(self.audit.path) if self.audit.path else None, "audit_records": self.audit.written}
 
     # -- calls ---------------------------------------------------------------------------
@@ -262,6 +277,10 @@ class StructuredClient:
             messages = messages + [self._reask.render({"problems": _problem_lines(last_error)})[1]]
         assert last_error is not None
         raise LLMAnswerError(prompt.name, self.settings.max_tries, last_error)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 class _CutOff(Exception):

@@ -30,5 +30,5 @@ def llm_settings(fake_openai: FakeOpenAI) -> LLMSettings:
     # Few and fast retries. The timeout is wide: on a loaded machine a local answer can take
     # far longer than usual, and one that timed out would be retried and shift a scripted
     # sequence; a timeout is tested with fake_openai.hung(), which never answers.
-    return LLMSettings(base_url=fake_openai.base_url, model="fake-model", timeout=30.0,
+    return LLMSettings(base_url=fake_openai.base_url, model="fake-model", idle_timeout=30.0, budget_s=0,
                        max_tries=3, max_retries=1, retry_backoff=0.01, batch_size=4, concurrency=1)

@@ -1,6 +1,12 @@
 """A local OpenAI-compatible server for tests: POST /v1/chat/completions answers from a
 scripted queue (valid JSON, malformed JSON, cut-off answers, HTTP errors, delays, requests
-held unanswered until the client times out).
+held unanswered until the client times out, answers that stall half-way).
+
+A request with ``stream: true`` is answered as the OpenAI API streams: server-sent events,
+the content a few characters per chunk (``token_s`` apart), the finish reason, a usage
+chunk when ``stream_options.include_usage`` asks for one, then ``[DONE]``; ``keepalive``
+sends SSE comments while a delay runs, as llama-cpp-python's server pings. ``hangups``
+counts answers the client hung up on while they were being sent.
 
 ``reject_formats`` makes it refuse structured-output modes the way real servers do
 (llama-cpp-python: HTTP 500 "Input should be 'text' or 'json_object'"), before the script
@@ -33,6 +39,9 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     delay: float = 0.0
+    token_s: float = 0.0  # streamed: seconds between two chunks
+    stall: bool = False  # streamed: send half the content, then nothing until the client hangs up
+    keepalive: float = 0.0  # streamed: a comment every this many seconds while ``delay`` runs
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,17 @@ def delayed(obj: Any, seconds: float) -> Reply:
     return answer(obj, delay=seconds)
 
 
+def slow(obj: Any, token_s: float, keepalive: float = 0.0, delay: float = 0.0) -> Reply:
+    """A streamed answer that takes its time: ``delay`` before the first chunk (kept alive
+    every ``keepalive`` s when set), then ``token_s`` between chunks."""
+    return answer(obj, token_s=token_s, keepalive=keepalive, delay=delay)
+
+
+def stalled(obj: Any) -> Reply:
+    """A streamed answer that stops half-way and never goes on."""
+    return answer(obj, stall=True)
+
+
 def hung() -> Reply:
     """A request never answered: held open until the client times out and hangs up. A timeout
     this way does not race the clock (an answer merely later than the client's timeout could
@@ -74,6 +94,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.rejected: list[dict[str, Any]] = []  # requests refused for their response_format
         self.exhausted = 0
+        self.hangups = 0  # streamed answers the client closed before their end
         self.reject_formats: dict[str, tuple[int, str]] = {}  # mode -> (status, message)
         self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model"}]
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -140,6 +161,9 @@ class FakeOpenAI:
                 if step.delay == math.inf:
                     self._hold_until_the_client_hangs_up()
                     return
+                if isinstance(step, Reply) and body.get("stream"):
+                    self._stream(body, step)
+                    return
                 time.sleep(step.delay)
                 if isinstance(step, Status):
                     self._send(step.code, {"error": {"message": f"scripted {step.code}", "type": "scripted"}})
@@ -151,6 +175,40 @@ class FakeOpenAI:
                 self.close_connection = True
                 while not fake._stopped.is_set() and not select.select([self.connection], [], [], 0.05)[0]:
                     pass
+
+            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+                model = body.get("model", "fake")
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    waited = 0.0
+                    while waited < reply.delay:
+                        step = min(reply.keepalive or reply.delay, reply.delay - waited)
+                        time.sleep(step)
+                        waited += step
+                        if reply.keepalive:
+                            self._event(": ping")
+                    pieces = [reply.content[i:i + 4] for i in range(0, len(reply.content), 4)] or [""]
+                    for n, piece in enumerate(pieces):
+                        if reply.stall and n == len(pieces) // 2:
+                            self._hold_until_the_client_hangs_up()
+                            raise BrokenPipeError
+                        self._event("data: " + json.dumps(_chunk(model, {"content": piece}, None)))
+                        time.sleep(reply.token_s)
+                    self._event("data: " + json.dumps(_chunk(model, {}, reply.finish_reason)))
+                    if (body.get("stream_options") or {}).get("include_usage"):
+                        usage = _completion(model, reply)["usage"]
+                        self._event("data: " + json.dumps({**_chunk(model, {}, None), "choices": [], "usage": usage}))
+                    self._event("data: [DONE]")
+                except (BrokenPipeError, ConnectionResetError):
+                    with fake._lock:
+                        fake.hangups += 1
+
+            def _event(self, line: str) -> None:
+                self.wfile.write((line + "\n\n").encode())
+                self.wfile.flush()
 
             def _send(self, code: int, payload: dict[str, Any], retry: bool = True) -> None:
                 data = json.dumps(payload).encode()
@@ -182,6 +240,11 @@ def format_mode(body: dict[str, Any]) -> str:
     if fmt.get("type") == "json_object":
         return "json_object_schema" if "schema" in fmt else "json_object"
     return str(fmt.get("type"))
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
 
 def _completion(model: str, reply: Reply) -> dict[str, Any]:

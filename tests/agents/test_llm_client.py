@@ -8,12 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fake_openai import LLAMA_CPP_PYTHON_REJECTS, FakeOpenAI, Reply, Status, answer, hung, malformed, format_mode
+from fake_openai import (LLAMA_CPP_PYTHON_REJECTS, FakeOpenAI, Reply, Status, answer, format_mode, hung, malformed, slow,
+                         stalled)
 from pydantic import BaseModel
 
 from testcurator.agents.llm_client import LLMAnswerError, LLMSettings, StructuredClient
 from testcurator.agents import llm_transport
-from testcurator.agents.llm_transport import LLMTransportError
+from testcurator.agents.llm_transport import LLMBudgetError, LLMTransportError
 from testcurator.errors import BadInputError
 from testcurator.prompts import load_prompt
 
@@ -88,18 +89,71 @@ def test_http_errors_past_retries_are_transport_errors(fake_openai: FakeOpenAI, 
 HUNG_TIMEOUT_S = 2.0
 
 
-def test_timeout_is_retried_then_answered(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+def test_silence_before_the_first_token_is_never_resent_and_the_endpoint_is_down(
+        fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    # The server may still be working on it: a re-send would only queue behind it.
     fake_openai.script(hung(), answer(GOOD))
-    client = StructuredClient(replace(llm_settings, timeout=HUNG_TIMEOUT_S))
-    assert call(client) == GOOD
-    assert len(fake_openai.requests) == 2 and client.usage.transport_retries == 1 and client.usage.failures == 0
-
-
-def test_timeout_without_retries_is_a_transport_error(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
-    fake_openai.script(hung())
-    client = StructuredClient(replace(llm_settings, max_retries=0, timeout=HUNG_TIMEOUT_S))
+    client = StructuredClient(replace(llm_settings, idle_timeout=HUNG_TIMEOUT_S))
     with pytest.raises(LLMTransportError, match="Timeout"):
         call(client)
+    assert len(fake_openai.requests) == 1 and client.usage.transport_retries == 0 and client.usage.failures == 1
+    assert client.down and "idle timeout" in client.down
+    with pytest.raises(LLMTransportError, match="down"):
+        call(client, content="c2")
+    assert len(fake_openai.requests) == 1  # down: no second request reaches the server
+
+
+def test_a_slow_answer_that_keeps_coming_is_never_abandoned(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    # 0.4 s between chunks, 2 s idle timeout: the whole answer takes far longer than the idle
+    # timeout (a total timeout would have hung up), and every chunk comes within it.
+    fake_openai.script(slow(GOOD, token_s=0.4))
+    client = StructuredClient(replace(llm_settings, idle_timeout=HUNG_TIMEOUT_S))
+    started = time.monotonic()
+    assert call(client) == GOOD
+    assert time.monotonic() - started > 2 * HUNG_TIMEOUT_S
+    assert fake_openai.hangups == 0 and len(fake_openai.requests) == 1 and client.usage.failures == 0
+
+
+def test_keepalives_while_the_server_reads_the_prompt_are_not_silence(fake_openai: FakeOpenAI,
+                                                                      llm_settings: LLMSettings) -> None:
+    # llama-cpp-python pings every 15 s while it reads a long prompt or waits its turn.
+    fake_openai.script(slow(GOOD, token_s=0.0, delay=3 * HUNG_TIMEOUT_S, keepalive=0.5))
+    client = StructuredClient(replace(llm_settings, idle_timeout=HUNG_TIMEOUT_S))
+    assert call(client) == GOOD
+    assert fake_openai.hangups == 0 and client.down is None
+
+
+def test_an_answer_that_stalls_midway_fails_once_without_a_resend(fake_openai: FakeOpenAI,
+                                                                  llm_settings: LLMSettings) -> None:
+    fake_openai.script(stalled(GOOD), answer(GOOD))
+    client = StructuredClient(replace(llm_settings, idle_timeout=HUNG_TIMEOUT_S))
+    with pytest.raises(LLMTransportError):
+        call(client)
+    assert len(fake_openai.requests) == 1 and client.down is None  # one stall is not "down"
+    assert call(client, content="c2") == GOOD
+
+
+def test_streamed_answers_teach_the_pace(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    fake_openai.script(slow(GOOD, token_s=0.05, delay=0.3))
+    client = StructuredClient(llm_settings)
+    call(client)
+    pace = client.transport.pace
+    assert fake_openai.requests[0]["stream"] is True
+    assert fake_openai.requests[0]["stream_options"] == {"include_usage": True}
+    # 7 completion tokens (the usage chunk) over the time after the first chunk; 11 prompt
+    # tokens over the 0.3 s before it.
+    assert pace.measured and pace.completion_tokens == 7 and 0 < pace.tokens_per_s < 7 / 0.2
+    assert pace.prompt_tokens == 11 and pace.prompt_tokens_per_s < 11 / 0.3
+    assert client.usage.completion_tokens == 7
+
+
+def test_the_budget_stops_sending_once_spent(fake_openai: FakeOpenAI, llm_settings: LLMSettings) -> None:
+    fake_openai.script(slow(GOOD, token_s=0.1), answer(GOOD))
+    client = StructuredClient(replace(llm_settings, budget_s=0.5))
+    assert call(client) == GOOD  # the first request is sent, and finishes past the budget
+    assert client.transport.pace.spent_s(time.monotonic()) > 0.5
+    with pytest.raises(LLMBudgetError, match="budget"):
+        call(client, content="c2")
     assert len(fake_openai.requests) == 1
 
 
@@ -181,6 +235,7 @@ class _Clock:
     """llm_transport's ``time``: backoff sleeps are recorded, not slept."""
 
     perf_counter = staticmethod(time.perf_counter)
+    monotonic = staticmethod(time.monotonic)
 
     def __init__(self) -> None:
         self.sleeps: list[float] = []
@@ -225,9 +280,9 @@ def test_settings_from_env_never_default_to_public_api() -> None:
     with pytest.raises(BadInputError, match="no model"):
         LLMSettings.from_env({"OPENAI_BASE_URL": "http://h/v1"})
     env = {"OPENAI_BASE_URL": "http://h/v1", "OPENAI_API_KEY": "secret", "TESTCURATOR_LLM_MODEL": "m"}
-    settings = LLMSettings.from_env(env, model="explicit", timeout=5.0)
+    settings = LLMSettings.from_env(env, model="explicit", idle_timeout=5.0)
     assert settings is not None
-    assert (settings.base_url, settings.model, settings.api_key, settings.timeout) == ("http://h/v1", "explicit", "secret", 5.0)
+    assert (settings.base_url, settings.model, settings.api_key, settings.idle_timeout) == ("http://h/v1", "explicit", "secret", 5.0)
     assert "secret" not in repr(settings)
     tuned = LLMSettings.from_env({**env, "TESTCURATOR_LLM_CONTEXT_TOKENS": "8192", "TESTCURATOR_LLM_STRUCTURED_OUTPUT": "text"})
     assert tuned is not None and (tuned.context_tokens, tuned.structured_output) == (8192, "text")

@@ -241,7 +241,7 @@ def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 30.0, max_retries
     original = LLMSettings.from_env.__func__  # type: ignore[attr-defined]
 
     def from_env(cls: type[LLMSettings], env: Any = None, **overrides: Any) -> LLMSettings | None:
-        return original(cls, env, **{"timeout": timeout, "max_retries": max_retries, "retry_backoff": 0.05,
+        return original(cls, env, **{"idle_timeout": timeout, "budget_s": 0, "max_retries": max_retries, "retry_backoff": 0.05,
                                      "concurrency": 1, "summaries": summaries, **overrides})
 
     mp.setattr(LLMSettings, "from_env", classmethod(from_env))
