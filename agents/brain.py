@@ -215,7 +215,7 @@ def _plain(value: Any) -> Any:
 class Usage:
     """Accounting for the report: LLM calls, tokens (reported, and estimated before sending),
     seconds waiting for answers, cache hits, failures, transport retries, structured-output
-    downshifts, re-asks, rail violations, fallbacks."""
+    downshifts, re-asks, rail violations, fallbacks, decisions over the time budget."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -230,6 +230,7 @@ class Usage:
     reasks: int = 0
     rail_violations: int = 0
     fallbacks: int = 0
+    over_budget: int = 0  # decisions not asked: the time budget could not pay for them
 
     def add(self, other: Usage) -> None:
         for f in fields(self):
@@ -262,6 +263,7 @@ class BrainSettings:
     llm: LLMSettings | None = None
     state_dir: Path | None = None
     fallback: Brain | None = field(default=None, compare=False)
+    say: Callable[[str], None] | None = field(default=None, compare=False)  # progress lines (the LLM brain's)
 
 
 def _make_offline(settings: BrainSettings) -> Brain:
@@ -279,7 +281,10 @@ def _make_llm(settings: BrainSettings) -> Brain:
             "--brain llm needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and "
             "TESTCURATOR_LLM_MODEL) or llm.base_url / llm.model in the config")
     fallback = settings.fallback if settings.fallback is not None else make_brain("offline", settings)
-    return LLMBrain(settings.llm, fallback=fallback, state_dir=settings.state_dir)
+    brain = LLMBrain(settings.llm, fallback=fallback, state_dir=settings.state_dir)
+    if settings.say is not None:
+        brain.say = settings.say
+    return brain
 
 
 BRAINS: dict[str, Callable[[BrainSettings], Brain]] = {

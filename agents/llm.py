@@ -5,11 +5,17 @@ Batches are planned from the model's context window (agents/llm_budget.py): the 
 items and the answer's output-token cap must fit, with at most ``batch_size`` items; an item
 too large for the window alone is never sent. Up to ``concurrency`` batches are in flight.
 
+Time (agents/llm_budget.Pace): a stage's first question of a run carries one item, so that
+the endpoint's speed is measured in one short answer; the rest are planned with answers as
+long as what is left of ``budget_s`` can pay for at that speed, and a batch the budget cannot
+pay for is not sent. A progress line says decisions asked/total, tokens/s and budget left.
+
 Per batch: one structured call (answers are pydantic models with ``reasoning`` before the
 verdict); if the rails reject some decisions, one re-ask naming every violation; what is
-still rejected (or never answered, or not sent because the endpoint is down) is decided by
-the fallback brain, recorded as ``brain="llm->offline"`` with one line saying which rule or
-field failed in the reason, and counted in ``usage.fallbacks``. The model's own text of a
+still rejected (or never answered, or not sent because the endpoint is down or the budget is
+spent) is decided by the fallback brain, recorded as ``brain="llm->offline"`` with one line
+saying which rule or field failed, or that the budget ran out, in the reason, and counted in
+``usage.fallbacks`` (and ``usage.over_budget``). The model's own text of a
 rejected answer goes to the audit log only. Each accepted item is cached by its own request,
 so a test whose evidence did not change is never asked again, whatever batch it lands in.
 """
@@ -17,6 +23,8 @@ so a test whose evidence did not change is never asked again, whatever batch it 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,20 +36,21 @@ from pydantic import BaseModel
 
 from testcurator.agents import rails
 from testcurator.agents.brain import Brain, BrainContext, Usage, request_json
-from testcurator.agents.decision import Decision, FileDecision, from_dict, to_dict
+from testcurator.agents.decision import BUDGET_SPENT, FALLBACK_BRAIN, LLM_BRAIN, Decision, FileDecision, from_dict, to_dict
 from testcurator.agents.llm_answers import BucketAnswer, BucketItem, ScopeAnswer, ScopeItem, SummaryAnswer
 from testcurator.agents.llm_budget import Plan, plan_batches
 from testcurator.agents.llm_cache import digest
 from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, StructuredClient, problem_summary
 from testcurator.agents.llm_negotiate import Narrow, keyed, one_line, with_schema_in_prompt
-from testcurator.agents.llm_transport import LLMTransportError
+from testcurator.agents.llm_transport import LLMBudgetError, LLMTransportError
 from testcurator.errors import BrainError
 from testcurator.prompts import Prompt, load_prompt
+from testcurator.runner.ticker import Ticker, duration
 
-FALLBACK_BRAIN = "llm->offline"
 REASON_CHARS = 600  # an accepted answer's reasoning, on one line, becomes the config comment
 EVIDENCE_ITEMS = 10
 MIN_SUMMARY_WORDS = 4
+SUMMARY_SHARE = 0.2  # of the time budget the memory's summaries may use; the decisions get the rest
 
 
 class RailError(BrainError):
@@ -76,14 +85,14 @@ def _evidence(items: Sequence[str]) -> tuple[str, ...]:
 
 def _decision(item: BucketItem, prompt: Prompt) -> Decision:
     return Decision(test=item.test, mode=item.mode, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
-                    brain="llm", prompt_hash=prompt.hash, needs_review=item.needs_review,
+                    brain=LLM_BRAIN, prompt_hash=prompt.hash, needs_review=item.needs_review,
                     missing=tuple(item.missing), exclude_dtypes=tuple(item.exclude_dtypes),
                     exclude_ops=tuple(item.exclude_ops))
 
 
 def _file_decision(item: ScopeItem, prompt: Prompt) -> FileDecision:
     return FileDecision(path=item.path, keep=item.keep, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
-                        brain="llm", prompt_hash=prompt.hash, needs_review=item.needs_review, missing=tuple(item.missing))
+                        brain=LLM_BRAIN, prompt_hash=prompt.hash, needs_review=item.needs_review, missing=tuple(item.missing))
 
 
 def _check_tests(decisions: Sequence[Decision], requests: Sequence[Any], ctx: BrainContext) -> list[rails.RailViolation]:
@@ -113,6 +122,7 @@ class LLMBrain:
         self.fallback = fallback
         self.client = client if client is not None else StructuredClient(settings, state_dir)
         self.usage: Usage = self.client.usage
+        self.say: Callable[[str], None] = _stderr  # progress lines; the pipeline passes its own
 
     @property
     def writes_summaries(self) -> bool:
@@ -149,13 +159,37 @@ class LLMBrain:
                 rejected[stage.key(request)] = hit
             else:
                 done[stage.key(request)] = hit
+        progress = _Progress(stage.prompt, len(todo), self.client.transport.pace)
+        with Ticker(progress.line, self.say):
+            # Under a time budget, the first answer of a run measures the endpoint: one item
+            # alone, then the rest planned to the measured rate and the budget left.
+            pace = self.client.transport.pace
+            first = todo[:1] if todo and pace.budget_s and not pace.measured else []
+            for part in (first, todo[len(first):]):
+                accepted, refused = self._ask(stage, prompt, part, ctx, progress)
+                done.update(accepted)
+                rejected.update(refused)
+        done.update(self._fall_back(stage, [r for r in requests if stage.key(r) in rejected], rejected, ctx))
+        return [done[stage.key(r)] for r in requests]
+
+    def _ask(self, stage: _Stage[R], prompt: Prompt, todo: Sequence[Any], ctx: BrainContext,
+             progress: _Progress) -> tuple[dict[str, R], dict[str, list[str]]]:
+        """Batches of ``todo`` asked (see the module docstring): (accepted, rejected -> why)."""
+        done: dict[str, R] = {}
+        rejected: dict[str, list[str]] = {}
         plan = self._plan(prompt, stage.answer, [request_json(r) for r in todo], ctx, stage.items_var)
         for index in plan.too_large:
             rejected[stage.key(todo[index])] = [f"request too large for the model's context window ({plan.budget} tokens)"]
         batches = [([todo[i] for i in b.indices], b.max_tokens) for b in plan.batches]
         workers = max(1, min(self.settings.concurrency, len(batches)))
+
+        def run(job: tuple[list[Any], int]) -> tuple[dict[str, R], dict[str, list[str]], bool]:
+            result = self._batch(stage, prompt, job[0], ctx, job[1])
+            progress.done += len(job[0])
+            return result
+
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
-            results = list(pool.map(lambda job: self._batch(stage, prompt, job[0], ctx, job[1]), batches))
+            results = list(pool.map(run, batches))
         for (batch, _), (accepted, refused, settled) in zip(batches, results):
             done.update(accepted)
             rejected.update(refused)
@@ -165,12 +199,12 @@ class LLMBrain:
                 key = stage.key(request)
                 value = to_dict(accepted[key]) if key in accepted else {"rejected": refused[key]}
                 self.client.cache.put(self._item_key(stage, prompt, request, ctx), json.dumps(value))
-        done.update(self._fall_back(stage, [r for r in requests if stage.key(r) in rejected], rejected, ctx))
-        return [done[stage.key(r)] for r in requests]
+        return done, rejected
 
     def _plan(self, prompt: Prompt, answer: type[BaseModel], items: list[dict[str, Any]], ctx: BrainContext | None,
               items_var: str) -> Plan:
-        """Batches of ``items`` that fit the model's window (see the module docstring)."""
+        """Batches of ``items`` that fit the model's window, with answers as long as the time
+        budget left can pay for (see the module docstring)."""
         if not items:
             return Plan((), (), 0)
         if self.client.down:  # nothing will be sent: one batch, failed at once, no window asked
@@ -180,11 +214,12 @@ class LLMBrain:
         variables: dict[str, Any] = {items_var: []} if ctx is None else {"backend": ctx.backend.to_prompt(), items_var: []}
         fixed = with_schema_in_prompt(self.client.mode, prompt.render(variables), answer)
         estimate = self.client.transport.tokens.estimate
-        return plan_batches(sum(estimate(m["content"]) for m in fixed),
-                            [estimate(json.dumps(item, indent=1, sort_keys=True, default=str)) for item in items],
+        item_tokens = [estimate(json.dumps(item, indent=1, sort_keys=True, default=str)) for item in items]
+        per_item = self.client.transport.pace.output_per_item(len(items), sum(item_tokens) // len(items),
+                                                              self.settings.output_tokens_per_item, time.monotonic())
+        return plan_batches(sum(estimate(m["content"]) for m in fixed), item_tokens,
                             context_tokens=window, max_items=self.settings.batch_size,
-                            output_per_item=self.settings.output_tokens_per_item,
-                            max_output_tokens=self.settings.max_output_tokens)
+                            output_per_item=per_item, max_output_tokens=self.settings.max_output_tokens)
 
     def _item_key(self, stage: _Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> str:
         return digest("item", stage.prompt, request_json(request), ctx.backend.to_prompt(), prompt.hash, self.settings.model)
@@ -210,7 +245,9 @@ class LLMBrain:
         narrow = Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in batch))
         try:
             answer = self.client.call(prompt, variables, stage.answer, content, max_tokens=max_tokens, narrow=narrow)
-        except (LLMAnswerError, LLMTransportError) as exc:
+        except (LLMAnswerError, LLMTransportError, LLMBudgetError) as exc:
+            if isinstance(exc, LLMBudgetError):
+                self.client.count(over_budget=len(batch))
             why = _failure(exc)  # one failed call is one error, however many tests it carried
             return {}, {stage.key(r): [why] for r in batch}, False
         accepted, problems = self._screen(stage, prompt, answer, batch, ctx, set())
@@ -222,7 +259,9 @@ class LLMBrain:
             try:
                 retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
                                          narrow=narrow)
-            except (LLMAnswerError, LLMTransportError) as exc:
+            except (LLMAnswerError, LLMTransportError, LLMBudgetError) as exc:
+                if isinstance(exc, LLMBudgetError):
+                    self.client.count(over_budget=len(todo))
                 why = _failure(exc)
                 return accepted, {stage.key(r): [why] for r in todo}, False
             again, problems = self._screen(stage, prompt, retry, todo, ctx, set(accepted))
@@ -247,6 +286,8 @@ class LLMBrain:
         already accepted earlier, are dropped before checking), and the violations."""
         records = [rec for rec in (stage.to_record(i, prompt) for i in answer.decisions) if stage.key(rec) not in ignore]
         violations = stage.check(records, batch, ctx)
+        if stage.record is Decision:  # the model's exclusions must be ones a config can carry
+            violations += rails.check_edits(records, batch)  # type: ignore[arg-type]
         self.client.count(rail_violations=len(violations))
         if violations:
             self.client.audit.write(kind="rails_rejected", prompt=prompt.name, model=self.settings.model,
@@ -269,8 +310,8 @@ class LLMBrain:
         for record in records:
             notes = [one_line(n, 160) for n in why.get(stage.key(record), ["no usable answer"])]
             out[stage.key(record)] = replace(  # type: ignore[type-var]
-                record, brain=FALLBACK_BRAIN, reason=f"{record.reason} (llm answer rejected: {one_line('; '.join(notes), 300)})",
-                evidence=(*record.evidence, *(f"llm rejected: {n}" for n in notes)))
+                record, brain=FALLBACK_BRAIN, reason=f"{record.reason} (not the LLM's decision: {one_line('; '.join(notes), 300)})",
+                evidence=(*record.evidence, *(f"llm: {n}" for n in notes)))
         return out
 
     def summarize(self, tests: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -281,16 +322,39 @@ class LLMBrain:
         wanted = {t["test"] for t in tests}
         plan = self._plan(prompt, SummaryAnswer, list(tests), None, "tests")
         out: dict[str, str] = {}
+        pace = self.client.transport.pace
         for batch in plan.batches:
+            if pace.budget_s and pace.spent_s(time.monotonic()) >= SUMMARY_SHARE * pace.budget_s:
+                break  # the decisions need the rest of the budget more than summaries do
             variables = {"tests": [tests[i] for i in batch.indices]}
             try:
                 answer = self.client.call(prompt, variables, SummaryAnswer, json.dumps(variables, sort_keys=True, default=str),
                                           max_tokens=batch.max_tokens,
                                           narrow=Narrow("summaries", "test", tuple(t["test"] for t in variables["tests"])))
-            except (LLMAnswerError, LLMTransportError):
+            except (LLMAnswerError, LLMTransportError, LLMBudgetError):
                 continue  # counted in usage; the offline summary stands for these tests
             out.update({s.test: one_line(s.summary, 600) for s in answer.summaries if s.test in wanted and _useful(s.test, s.summary)})
         return out
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class _Progress:
+    """The progress line of one stage's questions: decisions asked/total, tokens/s, budget left."""
+
+    def __init__(self, stage: str, total: int, pace: Any) -> None:
+        self.stage, self.total, self.pace, self.done = stage, total, pace, 0
+
+    def line(self, elapsed: float) -> str:
+        rate = self.pace.tokens_per_s
+        left = self.pace.left_s(time.monotonic())
+        return (f"llm {self.stage}: {self.done}/{self.total} decisions asked, "
+                + (f"{rate:.1f} tokens/s" if rate else "measuring the endpoint")
+                + ("" if left is None else f", {duration(left)} of the time budget left")
+                + f" ({duration(elapsed)} so far)")
 
 
 def _useful(test: str, summary: str) -> bool:
@@ -298,8 +362,10 @@ def _useful(test: str, summary: str) -> bool:
     return summary.strip() != test and len(summary.split()) >= MIN_SUMMARY_WORDS
 
 
-def _failure(exc: LLMAnswerError | LLMTransportError) -> str:
+def _failure(exc: LLMAnswerError | LLMTransportError | LLMBudgetError) -> str:
     """One line: which field failed, or what the endpoint did; never the model's text."""
+    if isinstance(exc, LLMBudgetError):
+        return f"not asked: {BUDGET_SPENT} ({exc.budget_s:g} s) was spent"
     if isinstance(exc, LLMAnswerError):
         return f"invalid answer after {exc.attempts} tries: {problem_summary(exc.last_error)}"
     if exc.down:

@@ -71,7 +71,9 @@ class LocalServer:
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--model_alias", MODEL_ALIAS,
                 "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.context_tokens),
                 "--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path", str(self.chat_config),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                # A request waiting for the model must not cut the answer in flight short.
+                "--interrupt_requests", "false"]
 
     def env(self) -> dict[str, str]:
         """What points ``--brain llm`` at this server."""

@@ -27,6 +27,7 @@ DUPLICATE = "duplicate"
 BAD_MODE = "bad_mode"
 UNSUPPORTED_MANDATORY = "unsupported_mandatory"
 CONTRADICTS_EXECUTION = "contradicts_execution"
+BAD_EDIT = "bad_edit"
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
 
@@ -67,6 +68,27 @@ def check_bucket(
         if isinstance(request, RefineRequest):
             violations.extend(_execution_rails(decision, request))
     return violations
+
+
+def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest | RefineRequest]) -> list[RailViolation]:
+    """A model's exclusions that the config could not carry: a dtype or an OpInfo op the test
+    is not parametrized over (``validate --level 2`` rejects an edit that never applies).
+    The offline brain derives its exclusions from these same lists; a model may invent them."""
+    by_test = {r.test: (r.request if isinstance(r, RefineRequest) else r) for r in requests}
+    out = []
+    for decision in decisions:
+        base = by_test.get(decision.test)
+        if base is None:
+            continue  # not in the batch: check_bucket says so
+        dtypes = [d for d in decision.exclude_dtypes if d not in base.dtypes]
+        if dtypes:
+            out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_dtypes {', '.join(dtypes)}: the test's dtypes are "
+                                     f"{', '.join(base.dtypes) or 'none (not parametrized by dtype)'}"))
+        ops = [o for o in decision.exclude_ops if not any(op_matches(op, o) for op in base.ops)]
+        if ops:
+            out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_ops {', '.join(ops)}: the test's OpInfo ops are "
+                                     f"{', '.join(base.ops) or 'none (not an @ops test)'}"))
+    return out
 
 
 def _coverage(answered: list[str], requested: list[str]) -> list[RailViolation]:

@@ -81,8 +81,9 @@ def check_cmd(
         out.print(f"structured output: {status['mode']}" + "".join(f"\n  {s}" for s in status["negotiation"]), markup=False)
         out.print(f"context window: {status['context_tokens']} tokens ({status['context_source']})", markup=False)
         u = status["usage"]
-        rate = f", {u['completion_tokens'] / u['latency_s']:.1f} tokens/s" if u["latency_s"] else ""
-        out.print(f"{u['calls']} call(s) in {status['seconds']} s{rate}", markup=False)
+        rates = [f"{status[k]} tokens/s {what}" for k, what in (("tokens_per_s", "generated"),
+                                                               ("prompt_tokens_per_s", "of prompt read")) if status[k]]
+        out.print(f"{u['calls']} call(s) in {status['seconds']} s" + (f": {', '.join(rates)}" if rates else ""), markup=False)
     if error is not None:
         raise typer.Exit(1)
 

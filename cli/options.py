@@ -271,6 +271,10 @@ BRAIN = _opt("--brain", metavar="offline|llm", choices=("offline", "llm"),
              help="Who decides: offline rules (no network) or an LLM (needs OPENAI_BASE_URL or --llm-base-url).")
 LLM_BASE_URL = _opt("--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL).")
 LLM_MODEL = _opt("--llm-model", metavar="NAME", help="Model name (default: $TESTCURATOR_LLM_MODEL).")
+LLM_BUDGET = _opt("--llm-budget-s", metavar="SECONDS", min=0,
+                  help="The most seconds this run waits for the model (0: no limit); what the budget cannot pay for is "
+                       "decided by the offline brain, said in the report (default: llm.budget_s, "
+                       "$TESTCURATOR_LLM_BUDGET_S, else 900).")
 EVAL_SOURCE = _opt("--source", metavar="stored|offline|llm", choices=("stored", "offline", "llm"),
                    help="Predictions to judge: the run's stored ones, or a brain asked again; repeatable "
                         "(default: stored and offline).")
@@ -399,6 +403,7 @@ RefreshSnapshot = Annotated[bool, REFRESH_SNAPSHOT.make()]
 Brain = Annotated[str, BRAIN.make()]
 LlmBaseUrl = Annotated[Optional[str], LLM_BASE_URL.make()]
 LlmModel = Annotated[Optional[str], LLM_MODEL.make()]
+LlmBudget = Annotated[Optional[float], LLM_BUDGET.make()]
 EvalSources = Annotated[Optional[list[str]], EVAL_SOURCE.make()]
 Format = Annotated[str, FORMAT.make()]
 ReviewFormat = Annotated[str, REVIEW_FORMAT.make()]

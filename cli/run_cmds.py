@@ -12,7 +12,7 @@ from rich.console import Console
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (BackendReq, Brain, CaptureBudget, CaptureOps, Embed, Execute, ExecutorName,
-                                     LlmBaseUrl, LlmModel, OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
+                                     LlmBaseUrl, LlmBudget, LlmModel, OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
                                      Workers)
 from testcurator.memory.paths import resolve_state_dir
 
@@ -34,6 +34,7 @@ def run_cmd(
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
+    llm_budget_s: LlmBudget = None,
     executor: ExecutorName = "local",
     shards: Shards = 1,
 ) -> None:
@@ -53,7 +54,7 @@ def run_cmd(
         resumable(resolve_state_dir(state_dir), out)  # bad input before the backend is imported and built
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
-                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute, resume=resume,
+                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s, execute=execute, resume=resume,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             capture_budget_s=capture_budget_s, executor=executor, shards=shards,
                             say=lambda message: console.print(message, markup=False))

@@ -8,7 +8,7 @@ from rich.console import Console
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
-                                     Execute, ExecutorName, LlmBaseUrl, LlmModel, NewRoot, OldRoot, OutDirReq, Probe,
+                                     Execute, ExecutorName, LlmBaseUrl, LlmBudget, LlmModel, NewRoot, OldRoot, OutDirReq, Probe,
                                      Retries, Shards, StateDir, Timeout, TorchRoot, Workers)
 from testcurator.memory.paths import resolve_state_dir
 
@@ -30,6 +30,7 @@ def upgrade_cmd(
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
+    llm_budget_s: LlmBudget = None,
     executor: ExecutorName = "local",
     shards: Shards = 1,
 ) -> None:
@@ -47,7 +48,7 @@ def upgrade_cmd(
 
     console = Console(highlight=False, soft_wrap=True)  # node ids, paths and Markdown rows stay whole
     run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
-                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, execute=execute,
+                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s, execute=execute,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
     with removing_if_created(out):  # a folder it made goes again when the upgrade stops before writing in it

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from testcurator.agents.decision import BUDGET_SPENT, LLM_BRAIN
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.evaluate import BrainSource, EvalRun, PredictionSource, StoredSource, compare, markdown as eval_markdown
 from testcurator.pipelines.store import RunStore
@@ -30,27 +31,45 @@ def eval_run(ctx: RunContext, store: RunStore, files: list[str], llm: Mapping[st
                    state_dir=ctx.state_dir, files=tuple(files), llm=dict(llm or {}))
 
 
-def _decisions(store: RunStore, stage: str, files: list[str]) -> Counter[str]:
+def _decisions(store: RunStore, stage: str, files: list[str]) -> tuple[Counter[str], list[tuple[str, ...]]]:
+    """(decisions by brain, the evidence of each decision not made by the brain asked first)."""
     brains: Counter[str] = Counter()
-    for rel in files:
-        brains.update(d.brain for d in store.read_decisions(stage, rel) or [])
-    brains.update(d.brain for d in store.read_scope() or [])
-    return brains
+    fell_back: list[tuple[str, ...]] = []
+    for decision in [d for rel in files for d in store.read_decisions(stage, rel) or []] + list(store.read_scope() or []):
+        brains[decision.brain] += 1
+        if "->" in decision.brain:
+            fell_back.append(decision.evidence)
+    return brains, fell_back
+
+
+def _cause(evidence: tuple[str, ...]) -> str:
+    """Why the LLM's decision was not taken, from the fallback's evidence (agents/llm.py)."""
+    notes = " ".join(e for e in evidence if e.startswith("llm: "))
+    for needle, cause in ((BUDGET_SPENT, "time budget spent"), ("endpoint down", "endpoint down"),
+                          ("endpoint error", "endpoint error"), ("invalid answer", "invalid answer"),
+                          ("context window", "too large for the window"), ("rail ", "rails")):
+        if needle in notes:
+            return cause
+    return "other"
 
 
 def llm_section(ctx: RunContext, store: RunStore, stage: str, files: list[str]) -> dict[str, Any] | None:
     client = getattr(ctx.brain, "client", None)
     if client is None:
         return None
-    brains = _decisions(store, stage, files)
+    brains, fell_back = _decisions(store, stage, files)
+    causes = Counter(_cause(evidence) for evidence in fell_back)
     total = sum(brains.values())
     usage = ctx.brain.usage
     asked = max(0, total - usage.cached_items)
+    status = client.status()
     return {
-        **client.status(),
+        **status,
         "decisions_by_brain": dict(sorted(brains.items())),
-        "llm_share": round(brains.get("llm", 0) / total, 3) if total else None,
-        "tokens_per_s": round(usage.completion_tokens / usage.latency_s, 2) if usage.latency_s else None,
+        "fallback_causes": dict(sorted(causes.items())),
+        "llm_share": round(brains.get(LLM_BRAIN, 0) / total, 3) if total else None,
+        "tokens_per_s": status["tokens_per_s"] or (round(usage.completion_tokens / usage.latency_s, 2)
+                                                   if usage.latency_s else None),
         "s_per_decision_asked": round(usage.latency_s / asked, 2) if asked and usage.calls else None,
         "usage": usage.as_dict(),
     }
@@ -60,7 +79,7 @@ def eval_section(ctx: RunContext, store: RunStore, files: list[str]) -> dict[str
     if not store.path("exec", "results.jsonl").exists():
         return None
     stored = StoredSource()
-    brains = _decisions(store, "bucket", files)
+    brains, _ = _decisions(store, "bucket", files)
     stored.name = "llm (this run)" if any(b.startswith("llm") for b in brains) else "offline (this run)"
     sources: list[PredictionSource] = [stored]
     if stored.name.startswith("llm"):
@@ -90,11 +109,19 @@ def markdown(data: Mapping[str, Any]) -> str:
                   + (f" (negotiated: {'; '.join(llm['negotiation'])})" if llm["negotiation"] else ""),
                   f"- LLM share of decisions: **{'n/a' if share is None else f'{share:.0%}'}** ("
                   + ", ".join(f"{k} {v}" for k, v in llm["decisions_by_brain"].items()) + ")"]
+        causes = llm.get("fallback_causes") or {}
+        if causes:
+            lines.append("- decided by the offline brain instead, by why: "
+                         + ", ".join(f"{k} {v}" for k, v in causes.items()))
         if llm["down"]:
             lines.append(f"- **endpoint down**: {llm['down']}; the offline brain decided what was left "
                          "(the configs are valid; rerun to ask the LLM again)")
+        if llm.get("budget_s"):
+            lines.append(f"- time budget {llm['budget_s']:.0f} s (`--llm-budget-s`), {llm['budget_spent_s']:.0f} s spent; "
+                         f"{usage.get('over_budget', 0)} decision(s) not asked within it; prompt read at "
+                         f"{llm.get('prompt_tokens_per_s') or 'n/a'} tokens/s")
         lines += [f"- context window {llm['context_tokens']} tokens ({llm['context_source']}), output cap "
-                  f"{llm['max_output_tokens']}, concurrency {llm['concurrency']}, timeout {llm['timeout_s']} s",
+                  f"{llm['max_output_tokens']}, concurrency {llm['concurrency']}, idle timeout {llm['idle_timeout_s']} s",
                   f"- {usage['calls']} call(s), {usage['prompt_tokens']} prompt tokens (estimated "
                   f"{usage['estimated_prompt_tokens']}), {usage['completion_tokens']} completion tokens, "
                   f"{usage['latency_s']} s waiting; {llm['tokens_per_s'] or 'n/a'} tokens/s, "

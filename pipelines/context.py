@@ -76,7 +76,8 @@ class RunContext:
 
     @classmethod
     def create(cls, *, torch_root: Path, backend: Path, out_dir: Path, state_dir: Path, brain: str = "offline",
-               llm_base_url: str | None = None, llm_model: str | None = None, **settings: Any) -> RunContext:
+               llm_base_url: str | None = None, llm_model: str | None = None, llm_budget_s: float | None = None,
+               **settings: Any) -> RunContext:
         """Load the profile, discover its ops, make the brain; ``settings`` are the fields
         above with defaults (``execute``, ``workers``, ``say``...)."""
         if not torch_root.is_dir():
@@ -85,7 +86,7 @@ class RunContext:
         _check_backend(profile, backend, torch_root)
         return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
                    state_dir=state_dir.resolve(), profile=profile,
-                   brain=_brain(brain, state_dir, llm_base_url, llm_model),
+                   brain=_brain(brain, state_dir, llm_base_url, llm_model, llm_budget_s, settings.get("say")),
                    backend=_backend_context(profile, paths["source_paths"]), **settings)
 
     @property
@@ -137,13 +138,14 @@ def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendCon
     return BackendContext.from_profile(profile, registered_ops=registered, has_fallback=has_fallback)
 
 
-def _brain(name: str, state_dir: Path, llm_base_url: str | None, llm_model: str | None) -> Brain:
+def _brain(name: str, state_dir: Path, llm_base_url: str | None, llm_model: str | None, llm_budget_s: float | None,
+           say: Say | None) -> Brain:
     llm = None
     if name == "llm":
         from testcurator.agents.llm_client import LLMSettings
 
-        llm = LLMSettings.from_env(base_url=llm_base_url, model=llm_model)
+        llm = LLMSettings.from_env(base_url=llm_base_url, model=llm_model, budget_s=llm_budget_s)
         if llm is None:
             raise BadInputError("--brain llm needs an endpoint: set OPENAI_BASE_URL (or --llm-base-url); "
                                 "testcurator never calls the public API by default")
-    return make_brain(name, BrainSettings(llm=llm, state_dir=state_dir))
+    return make_brain(name, BrainSettings(llm=llm, state_dir=state_dir, say=say))

@@ -43,7 +43,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     files = list(state.get("files", []))
     per_file: dict[str, dict[str, int]] = {}
     review: list[dict[str, Any]] = []
-    fallbacks: list[dict[str, Any]] = []  # LLM answers the rails rejected, decided offline
+    fallbacks: list[dict[str, Any]] = []  # decided offline instead of by the LLM (rails, budget, endpoint)
     brains: Counter[str] = Counter()
     overruled: list[str] = []  # probe-based predictions the draft's execution changed
     for rel in files:
@@ -315,7 +315,7 @@ def _markdown(data: Mapping[str, Any]) -> str:
         or ["- none"]
     fallbacks = data.get("llm_fallbacks", [])
     if fallbacks:
-        lines += ["", f"## LLM answers rejected by the rails ({len(fallbacks)}), decided by the offline brain", ""]
+        lines += ["", f"## Decided by the offline brain instead of the LLM ({len(fallbacks)})", ""]
         lines += [line for f in fallbacks
                   for line in _item(f"`{f['file']}{'::' + f['test'] if f['test'] else ''}` ({f['mode']}): {f['reason']}")]
     emit = data.get("emit") or {}

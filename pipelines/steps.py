@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from testcurator.agents.brain import BrainContext, ExecutionRecord
 from testcurator.agents.bucket import bucket_tests, requests_for_file
-from testcurator.agents.decision import Decision
+from testcurator.agents.decision import LLM_BRAIN, Decision
 from testcurator.agents.refine import group_records, refine_tests
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
@@ -31,6 +31,7 @@ from testcurator.memory.paths import memory_db_path
 from testcurator.memory.stage import EVIDENCE
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.emit_guard import check_before_disk
 from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
 from testcurator.plugin.only import write_keys
@@ -245,8 +246,21 @@ def refine(ctx: RunContext, store: RunStore, rel: str) -> list[Decision]:
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
+    stage = "refine" if refined else "bucket"
+    if any(d.brain == LLM_BRAIN for rel in files for d in store.read_decisions(stage, rel) or []):
+        redone = check_before_disk(ctx.configs_dir, ctx.torch_root, store, stage, files,
+                                   lambda folder: _emit_into(ctx, store, folder, files, refined),
+                                   lambda rel, tests: _offline(ctx, store, rel, tests, refined))
+        if redone:
+            ctx.say(f"configs: {len(redone)} LLM decision(s) would not validate, decided offline (first: {redone[0]})")
+    result = _emit_into(ctx, store, ctx.configs_dir, files, refined)
+    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
+    return result.written
+
+
+def _emit_into(ctx: RunContext, store: RunStore, configs_dir: Path, files: Sequence[str], refined: bool) -> emitter.EmitResult:
     result = emitter.EmitResult()
-    sidecar = emitter.load_sidecar(ctx.configs_dir)
+    sidecar = emitter.load_sidecar(configs_dir)
     executed = set()
     if refined:
         executed = {key.name for key in _executions(ctx, store)}
@@ -254,11 +268,23 @@ def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refi
     for rel in files:
         decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
         reason = file_reason(broken[rel]) if rel in broken else None
-        emitter.emit_file(ctx.configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
+        emitter.emit_file(configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
                           drop_stale=not ctx.delta or rel in broken, file_reason=reason)
-    emitter.save_sidecar(ctx.configs_dir, sidecar)
-    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
-    return result.written
+    emitter.save_sidecar(configs_dir, sidecar)
+    return result
+
+
+def _offline(ctx: RunContext, store: RunStore, rel: str, tests: Sequence[str], refined: bool) -> dict[str, Decision]:
+    """The LLM brain's fallback's decisions for ``tests`` of ``rel`` (emit_guard)."""
+    fallback = getattr(ctx.brain, "fallback", ctx.brain)
+    wanted = set(tests)
+    requests = [r for r in _requests(ctx, store, rel) if r.test in wanted]
+    if refined:
+        decided = refine_tests(fallback, brain_context(ctx, store), requests, store.read_decisions("bucket", rel) or [],
+                               _executions(ctx, store))
+    else:
+        decided = bucket_tests(fallback, brain_context(ctx, store), requests)
+    return {d.test: d for d in decided}
 
 
 def verify(ctx: RunContext, store: RunStore) -> None:

@@ -5,7 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, Status, answer
+from fake_openai import FakeOpenAI, Status, answer, slow
 
 from testcurator.agents import brain as brain_mod
 from testcurator.agents.brain import (BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord,
@@ -129,7 +129,7 @@ def test_rail_failure_twice_falls_back_to_offline(fake_openai: FakeOpenAI, llm_s
     assert [d.brain for d in decisions] == ["llm", "llm", FALLBACK_BRAIN]
     assert fallback.asked == ["TestA::test_mm"]
     mm = decisions[2]
-    assert mm.mode == "skip" and "rail" in mm.reason and any("llm rejected" in e for e in mm.evidence)
+    assert mm.mode == "skip" and "rail" in mm.reason and any(e.startswith("llm: rail") for e in mm.evidence)
     assert brain.usage.fallbacks == 1
     # The rejection is remembered: a rerun asks nobody but the offline brain.
     rerun, fallback2 = make(llm_settings, tmp_path)
@@ -226,3 +226,32 @@ def test_registry_is_explicit_and_llm_needs_an_endpoint(llm_settings: LLMSetting
         make_brain("oracle", BrainSettings())
     made = make_brain("llm", BrainSettings(llm=llm_settings, state_dir=tmp_path, fallback=StandIn()))
     assert isinstance(made, LLMBrain) and made.fallback.name == "offline"
+
+
+def test_an_exclusion_the_test_does_not_have_is_reasked(fake_openai: FakeOpenAI, llm_settings: LLMSettings,
+                                                         ctx: BrainContext, tmp_path: Path) -> None:
+    # test_mm is parametrized over one OpInfo op; a model inventing another one to exclude
+    # would write an edit `validate --level 2` rejects: a rail, re-asked with the reason.
+    invented = good_batch(TESTS)
+    invented["decisions"][2] = {**item("TestA::test_mm", "xfail_strict"), "exclude_ops": ["addmm"]}  # type: ignore[index]
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer(invented), answer(good_batch(TESTS)))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
+    assert "[bad_edit] exclude_ops addmm: the test's OpInfo ops are _scaled_mm" in fake_openai.requests[1]["messages"][-1]["content"]
+
+
+def test_under_a_budget_the_first_question_measures_and_the_rest_waits_for_the_budget(
+        fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    # The first answer streams slowly (0.05 s per chunk, well over the 0.5 s budget in all):
+    # it is sent alone, and finishes; then the budget is spent and nothing else is sent.
+    brain, fallback = make(replace(llm_settings, budget_s=0.5), tmp_path)
+    fake_openai.script(slow(good_batch(TESTS[:1]), token_s=0.05))
+    decisions = brain.bucket(REQUESTS, ctx)
+    sent = fake_openai.requests[0]["messages"][-1]["content"]
+    assert len(fake_openai.requests) == 1 and "TestA::test_one" in sent and "TestA::test_two" not in sent
+    assert [d.brain for d in decisions] == ["llm", FALLBACK_BRAIN, FALLBACK_BRAIN]
+    assert fallback.asked == TESTS[1:] and fake_openai.hangups == 0
+    for d in decisions[1:]:
+        assert "not the LLM's decision: not asked: the LLM's time budget (0.5 s) was spent" in d.reason
+    assert brain.usage.over_budget == 2 and brain.usage.fallbacks == 2
