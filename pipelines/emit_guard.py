@@ -5,10 +5,11 @@ with ``validate --level 2`` (config/levels.py: schema, paths, every named test d
 file, every edit one that can apply). A problem that names a test the LLM decided (a dtype
 it excluded that the test never has, an op that is not among its OpInfos...) sends that test
 to the offline brain instead: its decision replaces the LLM's in the run's store, with the
-problem in the reason, and the copy is checked again. Problems that name no LLM-decided test
-(a human's stale entry) are not this guard's: ``validate`` reports them as before. A problem
-that survives the offline brain's decision is a bug, and stops the run before anything is
-written.
+problem in the reason, and the copy is checked again. A problem the configs already had
+before this emit (a human's stale entry) is not this guard's: ``validate`` reports it as
+before. Any other problem (one that survives the offline brain's decision, or names no test:
+a schema error, which the rails keep the model from causing) is a bug, and stops the run
+before anything is written.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ Redecide = Callable[[str, Sequence[str]], Mapping[str, Decision]]
 
 
 class UnvalidatedConfigError(BrainError):
-    """A config the run was about to write fails ``validate --level 2`` even without the LLM."""
+    """A config the run was about to write fails ``validate --level 2``, and not (only) for an
+    LLM answer the offline brain could replace: a bug, reported before anything is written."""
 
 
 def check_before_disk(configs_dir: Path, torch_root: Path, store: RunStore, stage: str, files: Sequence[str],
@@ -40,19 +42,25 @@ def check_before_disk(configs_dir: Path, torch_root: Path, store: RunStore, stag
     """Validate the configs ``emit_into`` would write; redecide offline the LLM's decisions
     they break. Returns the tests redecided (``file::test``)."""
     redone: list[str] = []
+    before = {p.message for p in _current_problems(configs_dir, torch_root, files)}
     for attempt in range(2):
+        problems = [p for p in _staged_problems(configs_dir, torch_root, files, emit_into) if p.message not in before]
         # The second look blames the fallback's decisions too: they had their chance.
         brains = {LLM_BRAIN, FALLBACK_BRAIN} if attempt else {LLM_BRAIN}
-        blamed = _blamed(_staged_problems(configs_dir, torch_root, files, emit_into), store, stage, files, brains)
-        if not blamed:
+        blamed = _blamed(problems, store, stage, files, brains)
+        if not problems:
             return redone
-        if attempt:
-            lines = "\n".join(f"  {p}" for ps in blamed.values() for _, p in ps)
-            raise UnvalidatedConfigError("configs would not validate (level 2) after the offline brain "
-                                         f"redecided the LLM's entries:\n{lines}")
+        if attempt or not blamed:
+            lines = "\n".join(f"  {p}" for p in problems)
+            raise UnvalidatedConfigError(f"the configs this run would write do not validate (level 2):\n{lines}")
         for rel, found in blamed.items():
             redone += _redecide(store, stage, rel, found, redecide)
     return redone
+
+
+def _current_problems(configs_dir: Path, torch_root: Path, files: Sequence[str]) -> list[Problem]:
+    paths = [config_path(configs_dir, rel) for rel in files if config_path(configs_dir, rel).is_file()]
+    return level2_problems(paths, torch_root=torch_root) if paths else []
 
 
 def _staged_problems(configs_dir: Path, torch_root: Path, files: Sequence[str], emit_into: EmitInto) -> list[Problem]:

@@ -112,3 +112,27 @@ def test_a_fallback_that_still_fails_stops_before_anything_is_written(
     with pytest.raises(UnvalidatedConfigError, match="dtype int8"):
         check_before_disk(configs, root, store, "bucket", [REL], _emitter(root, store, profile), redecide)
     assert not configs.exists()
+
+
+def test_a_new_problem_no_llm_answer_caused_stops_the_run(setup: tuple[Path, RunStore, BackendProfile, Path]) -> None:
+    root, store, profile, configs = setup
+    store.write_decisions("bucket", REL, [_decision("TestGuarded::test_plain", LLM_BRAIN),
+                                         _decision("TestGuarded::test_add", "offline", exclude_dtypes=("int8",))])
+    redecide, asked = _offline({})
+    with pytest.raises(UnvalidatedConfigError, match="dtype int8"):
+        check_before_disk(configs, root, store, "bucket", [REL], _emitter(root, store, profile), redecide)
+    assert asked == [] and not configs.exists()
+
+
+def test_a_problem_the_configs_already_had_is_not_the_guards(setup: tuple[Path, RunStore, BackendProfile, Path]) -> None:
+    root, store, profile, configs = setup
+    emit_into = _emitter(root, store, profile)
+    store.write_decisions("bucket", REL, [_decision("TestGuarded::test_add", "offline", exclude_dtypes=("int8",))])
+    emit_into(configs)
+    path = config_path(configs, REL)  # a human's entry with a problem, from before this run
+    path.write_text(path.read_text().replace("offline says mandatory_success", "a human keeps this"))
+    store.write_decisions("bucket", REL, [_decision("TestGuarded::test_plain", LLM_BRAIN)])
+    redecide, asked = _offline({})
+    assert check_before_disk(configs, root, store, "bucket", [REL], emit_into, redecide) == [] and asked == []
+    emit_into(configs)
+    assert "a human keeps this" in path.read_text() and level2_problems([path], torch_root=root)  # still there
