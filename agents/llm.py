@@ -50,7 +50,7 @@ from testcurator.runner.ticker import Ticker, duration
 REASON_CHARS = 600  # an accepted answer's reasoning, on one line, becomes the config comment
 EVIDENCE_ITEMS = 10
 MIN_SUMMARY_WORDS = 4
-SUMMARY_SHARE = 0.2  # of the time budget the memory's summaries may use; the decisions get the rest
+SUMMARY_SHARE = 0.1  # of the time budget the memory's summaries may use; the decisions get the rest
 
 
 class RailError(BrainError):
@@ -217,8 +217,9 @@ class LLMBrain:
         item_tokens = [estimate(json.dumps(item, indent=1, sort_keys=True, default=str)) for item in items]
         per_item = self.client.transport.pace.output_per_item(len(items), sum(item_tokens) // len(items),
                                                               self.settings.output_tokens_per_item, time.monotonic())
-        return plan_batches(sum(estimate(m["content"]) for m in fixed), item_tokens,
-                            context_tokens=window, max_items=self.settings.batch_size,
+        pace = self.client.transport.pace
+        return plan_batches(sum(estimate(m["content"]) for m in fixed), item_tokens, context_tokens=window,
+                            max_items=pace.items_per_batch(per_item, self.settings.batch_size),
                             output_per_item=per_item, max_output_tokens=self.settings.max_output_tokens)
 
     def _item_key(self, stage: _Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> str:
@@ -317,24 +318,34 @@ class LLMBrain:
     def summarize(self, tests: Sequence[dict[str, Any]]) -> dict[str, str]:
         """One short summary per test (``tests``: dicts with test, file, decorators, source),
         batched to the window; names the model invents are dropped, and tests it skips, or
-        whose batch failed, are absent from the result (their offline summary stays)."""
+        whose batch failed, are absent from the result (their offline summary stays). Under a
+        time budget they get :data:`SUMMARY_SHARE` of it: the decisions need the rest more."""
         prompt = load_prompt("summary")
         wanted = {t["test"] for t in tests}
-        plan = self._plan(prompt, SummaryAnswer, list(tests), None, "tests")
         out: dict[str, str] = {}
         pace = self.client.transport.pace
-        for batch in plan.batches:
-            if pace.budget_s and pace.spent_s(time.monotonic()) >= SUMMARY_SHARE * pace.budget_s:
-                break  # the decisions need the rest of the budget more than summaries do
-            variables = {"tests": [tests[i] for i in batch.indices]}
-            try:
-                answer = self.client.call(prompt, variables, SummaryAnswer, json.dumps(variables, sort_keys=True, default=str),
-                                          max_tokens=batch.max_tokens,
-                                          narrow=Narrow("summaries", "test", tuple(t["test"] for t in variables["tests"])))
-            except (LLMAnswerError, LLMTransportError, LLMBudgetError):
-                continue  # counted in usage; the offline summary stands for these tests
-            out.update({s.test: one_line(s.summary, 600) for s in answer.summaries if s.test in wanted and _useful(s.test, s.summary)})
+        items = list(tests)
+        first = items[:1] if pace.budget_s and not pace.measured else []  # one alone measures the endpoint
+        for part in (first, items[len(first):]):
+            for batch in self._plan(prompt, SummaryAnswer, part, None, "tests").batches:
+                if pace.budget_s and not self._affordable(pace, batch.prompt_tokens, batch.max_tokens, SUMMARY_SHARE):
+                    return out
+                variables = {"tests": [part[i] for i in batch.indices]}
+                try:
+                    answer = self.client.call(prompt, variables, SummaryAnswer,
+                                              json.dumps(variables, sort_keys=True, default=str), max_tokens=batch.max_tokens,
+                                              narrow=Narrow("summaries", "test", tuple(t["test"] for t in variables["tests"])))
+                except (LLMAnswerError, LLMTransportError, LLMBudgetError):
+                    continue  # counted in usage; the offline summary stands for these tests
+                out.update({s.test: one_line(s.summary, 600) for s in answer.summaries
+                            if s.test in wanted and _useful(s.test, s.summary)})
         return out
+
+    @staticmethod
+    def _affordable(pace: Any, prompt_tokens: int, max_tokens: int, share: float) -> bool:
+        """Whether a request's expected time fits in ``share`` of the budget, with what is spent."""
+        now = time.monotonic()
+        return pace.spent_s(now) + (pace.estimate_s(prompt_tokens, max_tokens) or 0.0) <= share * pace.budget_s
 
 
 def _stderr(line: str) -> None:

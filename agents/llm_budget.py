@@ -139,6 +139,10 @@ def discover_context(base_url: str, model: str, api_key: str, timeout: float = 1
 # The first answer of a run measures the endpoint: one item, so that a slow server answers it
 # in seconds-to-minutes, not in the hour a full batch at 1 token/s would take.
 MIN_OUTPUT_PER_ITEM = 96  # one decision's JSON (name, mode, a short reasoning, evidence) fits
+# Under a budget, a batch's answer is planned to take about this long at the measured rate: on
+# a slow endpoint batches are small, so the budget is spent in small steps and none is refused
+# whole while a smaller one would still have fitted.
+BATCH_S = 120.0
 
 
 @dataclass
@@ -232,3 +236,11 @@ class Pace:
         reading = items_left * prompt_tokens_per_item / prompt_rate if prompt_rate else 0.0
         affordable = int(max(0.0, left - reading) * rate / items_left)
         return max(MIN_OUTPUT_PER_ITEM, min(planned, affordable))
+
+    def items_per_batch(self, output_per_item: int, planned: int) -> int:
+        """Items per batch: ``planned``, or fewer where answering that many would take more than
+        :data:`BATCH_S` at the measured rate (only under a budget)."""
+        rate = self.tokens_per_s
+        if self.budget_s is None or rate is None:
+            return planned
+        return max(1, min(planned, int(BATCH_S * rate / max(1, output_per_item))))

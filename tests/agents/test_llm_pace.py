@@ -62,3 +62,10 @@ def test_answers_are_planned_as_long_as_the_budget_left_pays_for() -> None:
     assert slow.output_per_item(40, 300, 200, clock=0.0) == MIN_OUTPUT_PER_ITEM
     assert slow.output_per_item(5, 300, 200, clock=0.0) == 200  # (900 - 30) * 2 / 5 = 348: as planned
     assert slow.output_per_item(12, 300, 200, clock=0.0) == 138  # (900 - 72) * 2 / 12: shorter answers
+
+
+def test_batches_are_small_on_a_slow_endpoint_under_a_budget() -> None:
+    assert Pace(budget_s=None).items_per_batch(100, 20) == 20
+    assert _measured(900.0, tokens_per_s=1.5).items_per_batch(100, 20) == 1  # 120 s pays for 180 tokens
+    assert _measured(900.0, tokens_per_s=10.0).items_per_batch(100, 20) == 12
+    assert _measured(900.0, tokens_per_s=100.0).items_per_batch(100, 20) == 20
