@@ -18,7 +18,10 @@ that buys nothing for the device:
    projected call at its own dtype on the device, so dtype support is still decided per op.
    A projection has no CPU outcome: only captured instances say how a test ends on CPU.
 4. **Over the budget.** With ``budget_s``, kinds are kept round-robin over the tests (every
-   test's first kind, then every test's second...) while their estimated cost fits.
+   test's first kind, then every test's second...) while their estimated cost fits; within a
+   round the files take turns (each file's first test, then each file's second...), so a
+   budget too small for one kind per test still spreads over every file instead of filling
+   up with the first files in path order.
 
 This module needs no torch and no pytest: records in, records out.
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import zip_longest
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -129,10 +133,14 @@ def _within_budget(reps: Mapping[Kind, OpRecord], cost: Callable[[OpRecord], flo
     per_test: dict[tuple[str, str], list[Kind]] = {}
     for kind in sorted(reps):
         per_test.setdefault(kind[:2], []).append(kind)
+    by_file: dict[str, list[list[Kind]]] = {}
+    for (file, _), kinds in per_test.items():
+        by_file.setdefault(file, []).append(kinds)
+    turns = [kinds for round_ in zip_longest(*by_file.values()) for kinds in round_ if kinds is not None]
     kept: set[Kind] = set()
     spent, depth = 0.0, 0
-    while any(len(kinds) > depth for kinds in per_test.values()):
-        for kinds in per_test.values():
+    while any(len(kinds) > depth for kinds in turns):
+        for kinds in turns:
             if len(kinds) > depth:
                 seconds = cost(reps[kinds[depth]])
                 if spent + seconds <= budget_s:

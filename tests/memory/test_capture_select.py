@@ -64,6 +64,16 @@ def test_a_budget_keeps_every_tests_first_kind_before_any_second() -> None:
     assert sel.estimate_s <= 2.5
 
 
+def test_a_budget_smaller_than_one_kind_per_test_spreads_over_the_files() -> None:
+    # Three files of four tests each, a budget for three instances: one test of each file,
+    # not the first three tests of the first file in path order.
+    records = [OpRecord(f"test/test_{f}.py::TestX{f}CPU::test_{t}_cpu_float32", f"TestX{f}::test_{t}", "static",
+                        device="cpu", dtype="float32") for f in "abc" for t in range(4)]
+    sel = select(records, None, cost=lambda rec: 1.0, budget_s=3.0)
+    assert sorted(r.nodeid.split("::")[0] for r in sel.keep) == ["test/test_a.py", "test/test_b.py", "test/test_c.py"]
+    assert sel.left_out[OVER_BUDGET] == 9
+
+
 @pytest.mark.parametrize(("name", "dtype", "expected"), [
     ("test_out_add_cpu_float32", "float32", "test_out_add_cpu"),
     ("test_pair_cpu_complex64_float32", "complex64_float32", "test_pair_cpu"),
