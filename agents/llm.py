@@ -287,6 +287,10 @@ class LLMBrain:
         already accepted earlier, are dropped before checking), and the violations."""
         records = [rec for rec in (stage.to_record(i, prompt) for i in answer.decisions) if stage.key(rec) not in ignore]
         violations = stage.check(records, batch, ctx)
+        violations += rails.check_reasons([(stage.key(rec), rec.reason) for rec in records])
+        if stage.record is FileDecision and any(not rec.keep for rec in records):  # type: ignore[attr-defined]
+            kept = {d.path: d.reason for d in self.fallback.scope(list(batch), ctx) if d.keep}
+            violations += rails.check_drops(records, kept)  # type: ignore[arg-type]
         if stage.record is Decision:  # the model's exclusions must be ones a config can carry
             violations += rails.check_edits(records, batch)  # type: ignore[arg-type]
         self.client.count(rail_violations=len(violations))

@@ -11,8 +11,9 @@ back, and the report says so).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,9 @@ BAD_MODE = "bad_mode"
 UNSUPPORTED_MANDATORY = "unsupported_mandatory"
 CONTRADICTS_EXECUTION = "contradicts_execution"
 BAD_EDIT = "bad_edit"
+NO_REASON = "no_reason"
+UNSUPPORTED_DROP = "unsupported_drop"
+MIN_REASON_WORDS = 3
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
 
@@ -89,6 +93,27 @@ def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest 
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_ops {', '.join(ops)}: the test's OpInfo ops are "
                                      f"{', '.join(base.ops) or 'none (not an @ops test)'}"))
     return out
+
+
+def check_reasons(subjects_and_reasons: Sequence[tuple[str, str]]) -> list[RailViolation]:
+    """A model's reasoning that says nothing a reviewer can read (``:{``, ``1``, a lone word):
+    the config would carry it as the entry's reason."""
+    return [RailViolation(subject, NO_REASON, f"the reasoning {reason[:40]!r} says nothing: write at least "
+                                              f"{MIN_REASON_WORDS} words on the evidence")
+            for subject, reason in subjects_and_reasons if len(_WORDS.findall(reason)) < MIN_REASON_WORDS]
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def check_drops(decisions: Sequence[FileDecision], kept_by_rules: Mapping[str, str]) -> list[RailViolation]:
+    """A model's scope drop of a path the deterministic rules keep (``kept_by_rules``: path ->
+    their reason). Dropping is the costly mistake: a dropped path is never looked at again,
+    while a kept one only costs the bucket stage's time; the model may keep more than the
+    rules, never less."""
+    return [RailViolation(d.path, UNSUPPORTED_DROP, f"the rules keep this path ({kept_by_rules[d.path][:120]}); "
+                                                    "keep it unless a hook or preference rules it out")
+            for d in decisions if not d.keep and d.path in kept_by_rules]
 
 
 def _coverage(answered: list[str], requested: list[str]) -> list[RailViolation]:

@@ -161,8 +161,8 @@ def test_batches_fit_the_context_window(fake_openai: FakeOpenAI, llm_settings: L
     big = [BucketRequest(f"TestA::test_{i}", "test_a.py", f"h{i}", source="x = 1\n" * 150) for i in range(4)]
     names = [r.test for r in big]
     wide = replace(ctx, known_tests=frozenset(names))
-    # ~300 tokens of source each: a 2,600-token window (minus answer and margin) holds two.
-    brain, _ = make(replace(llm_settings, context_tokens=2600, batch_size=10, output_tokens_per_item=100), tmp_path)
+    # ~300 tokens of source each: a 2,750-token window (minus answer and margin) holds two.
+    brain, _ = make(replace(llm_settings, context_tokens=2750, batch_size=10, output_tokens_per_item=100), tmp_path)
     fake_openai.script(*(answer({"decisions": [item(t, "skip") for t in names[i:i + 2]]}) for i in (0, 2)))
     decisions = brain.bucket(big, wide)
     assert [d.brain for d in decisions] == ["llm"] * 4 and len(fake_openai.requests) == 2
@@ -204,7 +204,7 @@ def test_refine_rejects_mandatory_success_that_failed(fake_openai: FakeOpenAI, l
 
 
 def scope_item(path: str) -> dict[str, object]:
-    return {"path": path, "reasoning": "eager ops", "evidence": [], "keep": True, "needs_review": False, "missing": []}
+    return {"path": path, "reasoning": "its tests exercise eager ops", "evidence": [], "keep": True, "needs_review": False, "missing": []}
 
 
 def test_scope_path_outside_tree_falls_back(fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:

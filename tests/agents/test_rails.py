@@ -113,3 +113,27 @@ def test_symlink_escaping_the_tree_is_outside(tmp_path: Path) -> None:
     (tree / "link").symlink_to(tmp_path)
     violations = rails.check_scope([fdec("link/x.py")], [ScopeRequest("link/x.py", "file")], tree)
     assert [v.rule for v in violations] == [rails.PATH_OUTSIDE_TREE]
+
+
+@pytest.mark.parametrize("reason, ok", [
+    (":{", False), ("1", False), ("}, ", False), ("evis evis", False),
+    ("It calls aten::add on float32, which works.", True), ("keeps eager ops", True),
+])
+def test_a_reasoning_must_say_something_a_reviewer_can_read(reason: str, ok: bool) -> None:
+    from testcurator.agents.rails import NO_REASON, check_reasons
+
+    found = check_reasons([("TestA::test_one", reason)])
+    assert (found == []) is ok and all(v.rule == NO_REASON for v in found)
+
+
+def test_the_model_may_keep_more_than_the_rules_never_less() -> None:
+    from testcurator.agents.decision import FileDecision
+    from testcurator.agents.rails import UNSUPPORTED_DROP, check_drops
+
+    def fd(path: str, keep: bool) -> FileDecision:
+        return FileDecision(path=path, keep=keep, reason="the model says so here", evidence=(), brain="llm", prompt_hash=None)
+
+    kept_by_rules = {"test/test_ops.py": "Kept: it holds device-generic tests"}
+    found = check_drops([fd("test/test_ops.py", False), fd("test/distributed", False), fd("test/onnx", True)], kept_by_rules)
+    assert [(v.subject, v.rule) for v in found] == [("test/test_ops.py", UNSUPPORTED_DROP)]
+    assert "device-generic" in found[0].message
