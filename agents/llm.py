@@ -255,11 +255,19 @@ class LLMBrain:
         if len(accepted) < len(batch):
             self.client.count(reasks=1)
             todo = [r for r in batch if stage.key(r) not in accepted]
-            previous = json.dumps(keyed(answer.model_dump(), narrow), separators=(",", ":"))
-            correction = Correction(previous, tuple(str(v) for v in problems))
             try:
-                retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
-                                         narrow=narrow)
+                if problems and all(v.rule == rails.MISSING for v in problems):
+                    # Cut off at the output cap (agents/llm_negotiate.complete_items kept the
+                    # items before the cut): the rest is asked afresh, not the whole batch again.
+                    rest = {**variables, stage.items_var: [request_json(r) for r in todo]}
+                    retry = self.client.call(prompt, rest, stage.answer, json.dumps(rest, sort_keys=True, default=str),
+                                             max_tokens=max_tokens,
+                                             narrow=Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in todo)))
+                else:
+                    previous = json.dumps(keyed(answer.model_dump(), narrow), separators=(",", ":"))
+                    correction = Correction(previous, tuple(str(v) for v in problems))
+                    retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
+                                             narrow=narrow)
             except (LLMAnswerError, LLMTransportError, LLMBudgetError) as exc:
                 if isinstance(exc, LLMBudgetError):
                     self.client.count(over_budget=len(todo))

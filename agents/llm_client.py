@@ -39,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 from testcurator.agents.brain import Usage
 from testcurator.agents.llm_budget import discover_context
 from testcurator.agents.llm_cache import AnswerCache, AuditLog, digest, schema_hash
-from testcurator.agents.llm_negotiate import OUTPUT_MODES, Narrow, one_line, parse_answer
+from testcurator.agents.llm_negotiate import OUTPUT_MODES, Narrow, complete_items, one_line, parse_answer
 from testcurator.agents.llm_transport import Transport
 from testcurator.errors import BadInputError, BrainError
 from testcurator.prompts import Prompt, load_prompt
@@ -250,6 +250,21 @@ class StructuredClient:
         self.cache.put(key, answer.model_dump_json())
         return answer
 
+    def _complete_items(self, prompt: Prompt, mode: str, content: str, response_model: type[T],
+                        narrow: Narrow | None) -> T:
+        """An answer cut off at the output cap, as far as its items are complete (the caller's
+        rails find the rest missing and ask for it); :class:`_CutOff` when none is."""
+        partial = complete_items(content)
+        if partial is None:
+            raise _CutOff()
+        try:
+            answer = parse_answer("json_object", partial, response_model, narrow)
+        except ValidationError:
+            raise _CutOff() from None
+        self.audit.write(kind="cut_off_kept", prompt=prompt.name, model=self.settings.model, mode=mode,
+                         problem="answer cut off at the output-token cap; its complete items kept", raw=content)
+        return answer
+
     def _correction_turn(self, correction: Correction) -> list[dict[str, str]]:
         turn = [{"role": "assistant", "content": correction.previous}] if correction.previous else []
         user = self._reask.render({"problems": "\n".join(f"- {p}" for p in correction.problems)})[1]
@@ -264,7 +279,7 @@ class StructuredClient:
             mode, content, finish = self.transport.request(messages, response_model, max_tokens, narrow)
             try:
                 if finish == "length":
-                    raise _CutOff()
+                    return self._complete_items(prompt, mode, content or "", response_model, narrow)
                 return parse_answer(mode, content or "", response_model, narrow)
             except (ValidationError, _CutOff) as exc:
                 last_error = exc

@@ -176,6 +176,39 @@ def parse_answer(mode: str, content: str, model: type[T], narrow: Narrow | None 
     return model.model_validate_json(text)  # not JSON: pydantic says so, the usual way
 
 
+def complete_items(content: str) -> str | None:
+    """The JSON of an answer cut off at the output-token cap, closed after its last complete
+    item (``{"decisions": [{...}, {...}, {"te`` -> ``{"decisions": [{...}, {...}]}``), or None
+    when no item is complete. On a slow endpoint an answer that ran into the cap cost minutes:
+    its complete items are kept, and only the rest is asked again."""
+    start = content.find("{")
+    if start < 0:
+        return None
+    stack: list[str] = []
+    in_string = escaped = False
+    cut: tuple[int, str] | None = None
+    for index, char in enumerate(content[start:], start):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not stack or stack.pop() != char:
+                return None
+            if len(stack) == 2:  # an item of the top-level object's list (or keyed object) just closed
+                cut = (index + 1, "".join(reversed(stack)))
+    if cut is None:
+        return None
+    return content[start:cut[0]] + cut[1]
+
+
 @dataclass
 class Negotiator:
     """The rung each endpoint settled on, and how it got there (for the report)."""

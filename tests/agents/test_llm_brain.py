@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, Status, answer, slow
+from fake_openai import FakeOpenAI, Reply, Status, answer, slow
 
 from testcurator.agents import brain as brain_mod
 from testcurator.agents.brain import (BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord,
@@ -255,3 +256,16 @@ def test_under_a_budget_the_first_question_measures_and_the_rest_waits_for_the_b
     for d in decisions[1:]:
         assert "not the LLM's decision: not asked: the LLM's time budget (0.5 s) was spent" in d.reason
     assert brain.usage.over_budget == 2 and brain.usage.fallbacks == 2
+
+
+def test_an_answer_cut_off_at_the_cap_keeps_its_complete_items_and_asks_only_the_rest(
+        fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
+    full = json.dumps(good_batch(TESTS))
+    cut = full[: full.index('"TestA::test_two"') + 30]  # test_one complete, test_two cut mid-item
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(Reply(cut, finish_reason="length"), answer(good_batch(TESTS[1:])))
+    decisions = brain.bucket(REQUESTS, ctx)
+    assert [d.brain for d in decisions] == ["llm"] * 3 and fallback.asked == []
+    second = fake_openai.requests[1]["messages"][-1]["content"]
+    assert "TestA::test_one" not in second and "TestA::test_two" in second and "TestA::test_mm" in second
+    assert len(fake_openai.requests) == 2 and brain.usage.reasks == 1

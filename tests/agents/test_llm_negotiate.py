@@ -107,3 +107,16 @@ def test_a_narrowed_answer_is_keyed_by_the_batch_names_and_read_back_as_a_list()
     assert [d.test for d in answer.decisions] == ["A::a"]
     with pytest.raises(ValidationError):
         parse_answer("json_object_schema", "not json", BucketAnswer, narrow)
+
+
+@pytest.mark.parametrize("cut, kept", [
+    ('{"decisions": [{"test": "a", "r": "x}]"}, {"test": "b", "r": "y\\" {"}, {"te',
+     '{"decisions": [{"test": "a", "r": "x}]"}, {"test": "b", "r": "y\\" {"}]}'),
+    ('{"decisions": {"A": {"r": [1, 2]}, "B": {"r": [', '{"decisions": {"A": {"r": [1, 2]}}}'),
+    ('{"decisions": [{"te', None),
+    ("no json at all", None),
+])
+def test_a_cut_off_answer_is_closed_after_its_last_complete_item(cut: str, kept: str | None) -> None:
+    from testcurator.agents.llm_negotiate import complete_items
+
+    assert complete_items(cut) == kept
