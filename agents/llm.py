@@ -28,87 +28,32 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
 from testcurator.agents import rails
 from testcurator.agents.brain import Brain, BrainContext, Usage, request_json
 from testcurator.agents.decision import BUDGET_SPENT, FALLBACK_BRAIN, LLM_BRAIN, Decision, FileDecision, from_dict, to_dict
-from testcurator.agents.llm_answers import BucketAnswer, BucketItem, ScopeAnswer, ScopeItem, SummaryAnswer
-from testcurator.agents.llm_budget import Plan, plan_batches
+from testcurator.agents.llm_answers import SummaryAnswer
+from testcurator.agents.llm_budget import Plan, StageProgress, plan_batches
 from testcurator.agents.llm_cache import digest
 from testcurator.agents.llm_client import Correction, LLMAnswerError, LLMSettings, StructuredClient, problem_summary
 from testcurator.agents.llm_negotiate import Narrow, keyed, one_line, with_schema_in_prompt
+from testcurator.agents.llm_stages import BUCKET, REFINE, SCOPE, R, Stage
 from testcurator.agents.llm_transport import LLMBudgetError, LLMTransportError
 from testcurator.errors import BrainError
 from testcurator.prompts import Prompt, load_prompt
-from testcurator.runner.ticker import Ticker, duration
+from testcurator.runner.ticker import Ticker
 
-REASON_CHARS = 600  # an accepted answer's reasoning, on one line, becomes the config comment
-EVIDENCE_ITEMS = 10
 MIN_SUMMARY_WORDS = 4
 SUMMARY_SHARE = 0.1  # of the time budget the memory's summaries may use; the decisions get the rest
 
 
 class RailError(BrainError):
     """The fallback brain itself broke a rail: a bug in its rules, never papered over."""
-
-
-R = TypeVar("R", Decision, FileDecision)
-
-
-@dataclass(frozen=True)
-class _Stage(Generic[R]):
-    """What differs between scope, bucket and refine."""
-
-    prompt: str
-    answer: type[BaseModel]
-    items_var: str
-    record: type[R]
-    key: Callable[[Any], str]
-    to_record: Callable[[Any, Prompt], R]
-    check: Callable[[Sequence[R], Sequence[Any], BrainContext], list[rails.RailViolation]]
-    fallback: Callable[[Brain, Sequence[Any], BrainContext], list[R]]
-
-    @property
-    def key_field(self) -> str:
-        """The answer item's field that names the request (what the answer is narrowed on)."""
-        return "path" if self.record is FileDecision else "test"
-
-
-def _evidence(items: Sequence[str]) -> tuple[str, ...]:
-    return tuple(one_line(e, 200) for e in items[:EVIDENCE_ITEMS])
-
-
-def _decision(item: BucketItem, prompt: Prompt) -> Decision:
-    return Decision(test=item.test, mode=item.mode, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
-                    brain=LLM_BRAIN, prompt_hash=prompt.hash, needs_review=item.needs_review,
-                    missing=tuple(item.missing), exclude_dtypes=tuple(item.exclude_dtypes),
-                    exclude_ops=tuple(item.exclude_ops))
-
-
-def _file_decision(item: ScopeItem, prompt: Prompt) -> FileDecision:
-    return FileDecision(path=item.path, keep=item.keep, reason=one_line(item.reasoning, REASON_CHARS), evidence=_evidence(item.evidence),
-                        brain=LLM_BRAIN, prompt_hash=prompt.hash, needs_review=item.needs_review, missing=tuple(item.missing))
-
-
-def _check_tests(decisions: Sequence[Decision], requests: Sequence[Any], ctx: BrainContext) -> list[rails.RailViolation]:
-    return rails.check_bucket(decisions, requests, ctx.known_tests, ctx.backend)
-
-
-def _check_paths(decisions: Sequence[FileDecision], requests: Sequence[Any], ctx: BrainContext) -> list[rails.RailViolation]:
-    return rails.check_scope(decisions, requests, ctx.tree)
-
-
-SCOPE = _Stage("scope", ScopeAnswer, "candidates", FileDecision, lambda r: r.path, _file_decision, _check_paths,
-               lambda b, rs, c: b.scope(rs, c))
-BUCKET = _Stage("bucket", BucketAnswer, "tests", Decision, lambda r: r.test, _decision, _check_tests,
-                lambda b, rs, c: b.bucket(rs, c))
-REFINE = _Stage("refine", BucketAnswer, "tests", Decision, lambda r: r.test, _decision, _check_tests,
-                lambda b, rs, c: b.refine(rs, c))
 
 
 class LLMBrain:
@@ -146,7 +91,7 @@ class LLMBrain:
     def refine(self, requests: Sequence[Any], ctx: BrainContext) -> list[Decision]:
         return self._decide(REFINE, requests, ctx)
 
-    def _decide(self, stage: _Stage[R], requests: Sequence[Any], ctx: BrainContext) -> list[R]:
+    def _decide(self, stage: Stage[R], requests: Sequence[Any], ctx: BrainContext) -> list[R]:
         prompt = load_prompt(stage.prompt)
         done: dict[str, R] = {}
         rejected: dict[str, list[str]] = {}
@@ -159,7 +104,7 @@ class LLMBrain:
                 rejected[stage.key(request)] = hit
             else:
                 done[stage.key(request)] = hit
-        progress = _Progress(stage.prompt, len(todo), self.client.transport.pace)
+        progress = StageProgress(stage.prompt, len(todo), self.client.transport.pace)
         with Ticker(progress.line, self.say):
             # Under a time budget, the first answer of a run measures the endpoint: one item
             # alone, then the rest planned to the measured rate and the budget left.
@@ -172,8 +117,8 @@ class LLMBrain:
         done.update(self._fall_back(stage, [r for r in requests if stage.key(r) in rejected], rejected, ctx))
         return [done[stage.key(r)] for r in requests]
 
-    def _ask(self, stage: _Stage[R], prompt: Prompt, todo: Sequence[Any], ctx: BrainContext,
-             progress: _Progress) -> tuple[dict[str, R], dict[str, list[str]]]:
+    def _ask(self, stage: Stage[R], prompt: Prompt, todo: Sequence[Any], ctx: BrainContext,
+             progress: StageProgress) -> tuple[dict[str, R], dict[str, list[str]]]:
         """Batches of ``todo`` asked (see the module docstring): (accepted, rejected -> why)."""
         done: dict[str, R] = {}
         rejected: dict[str, list[str]] = {}
@@ -222,10 +167,10 @@ class LLMBrain:
                             max_items=pace.items_per_batch(per_item, self.settings.batch_size),
                             output_per_item=per_item, max_output_tokens=self.settings.max_output_tokens)
 
-    def _item_key(self, stage: _Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> str:
+    def _item_key(self, stage: Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> str:
         return digest("item", stage.prompt, request_json(request), ctx.backend.to_prompt(), prompt.hash, self.settings.model)
 
-    def _cached(self, stage: _Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> R | list[str] | None:
+    def _cached(self, stage: Stage[R], prompt: Prompt, request: Any, ctx: BrainContext) -> R | list[str] | None:
         text = self.client.cache.get(self._item_key(stage, prompt, request, ctx))
         if text is None:
             return None
@@ -237,7 +182,7 @@ class LLMBrain:
         # Rails again: the tests in memory may have changed since the answer was cached.
         return None if stage.check([record], [request], ctx) else record
 
-    def _batch(self, stage: _Stage[R], prompt: Prompt, batch: Sequence[Any], ctx: BrainContext,
+    def _batch(self, stage: Stage[R], prompt: Prompt, batch: Sequence[Any], ctx: BrainContext,
                max_tokens: int) -> tuple[dict[str, R], dict[str, list[str]], bool]:
         """(accepted records, rejected keys -> why, settled) for one batch; ``settled`` is
         False when the endpoint or the answer format failed (worth asking again later)."""
@@ -289,7 +234,7 @@ class LLMBrain:
                 refused[key] = (own + others) or ["no decision"]
         return accepted, refused, True
 
-    def _screen(self, stage: _Stage[R], prompt: Prompt, answer: Any, batch: Sequence[Any], ctx: BrainContext,
+    def _screen(self, stage: Stage[R], prompt: Prompt, answer: Any, batch: Sequence[Any], ctx: BrainContext,
                 ignore: set[str]) -> tuple[dict[str, R], list[rails.RailViolation]]:
         """Records of ``answer`` the rails accept for ``batch`` (records for ``ignore``d keys,
         already accepted earlier, are dropped before checking), and the violations."""
@@ -311,7 +256,7 @@ class LLMBrain:
         accepted = {stage.key(rec): rec for rec in records if stage.key(rec) in wanted and stage.key(rec) not in bad}
         return accepted, violations
 
-    def _fall_back(self, stage: _Stage[R], requests: list[Any], why: dict[str, list[str]], ctx: BrainContext) -> dict[str, R]:
+    def _fall_back(self, stage: Stage[R], requests: list[Any], why: dict[str, list[str]], ctx: BrainContext) -> dict[str, R]:
         if not requests:
             return {}
         records = stage.fallback(self.fallback, requests, ctx)
@@ -363,21 +308,6 @@ class LLMBrain:
 def _stderr(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-class _Progress:
-    """The progress line of one stage's questions: decisions asked/total, tokens/s, budget left."""
-
-    def __init__(self, stage: str, total: int, pace: Any) -> None:
-        self.stage, self.total, self.pace, self.done = stage, total, pace, 0
-
-    def line(self, elapsed: float) -> str:
-        rate = self.pace.tokens_per_s
-        left = self.pace.left_s(time.monotonic())
-        return (f"llm {self.stage}: {self.done}/{self.total} decisions asked, "
-                + (f"{rate:.1f} tokens/s" if rate else "measuring the endpoint")
-                + ("" if left is None else f", {duration(left)} of the time budget left")
-                + f" ({duration(elapsed)} so far)")
 
 
 def _useful(test: str, summary: str) -> bool:

@@ -10,17 +10,24 @@ which items go into one batch.
   ``context_length``; None when the server does not say (then ``llm.context_tokens``).
 * :func:`plan_batches` packs items in order so that the fixed part of the prompt, the
   items, and the answer's output-token cap fit the window, with at most ``max_items``.
+* :class:`Pace` is time: the endpoint's prompt and generation speed measured on the answers
+  so far, and the run's time budget (what a request is expected to take, whether it may be
+  sent, how long answers and how many items per batch the rest of the budget pays for).
+* :class:`StageProgress` is the progress line of one stage's questions.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from testcurator.runner.ticker import duration
 
 # Room for the chat template's own tokens and the estimate's error.
 MARGIN_TOKENS = 256
@@ -244,3 +251,18 @@ class Pace:
         if self.budget_s is None or rate is None:
             return planned
         return max(1, min(planned, int(BATCH_S * rate / max(1, output_per_item))))
+
+
+class StageProgress:
+    """The progress line of one stage's questions: decisions asked/total, tokens/s, budget left."""
+
+    def __init__(self, stage: str, total: int, pace: Pace) -> None:
+        self.stage, self.total, self.pace, self.done = stage, total, pace, 0
+
+    def line(self, elapsed: float) -> str:
+        rate = self.pace.tokens_per_s
+        left = self.pace.left_s(time.monotonic())
+        return (f"llm {self.stage}: {self.done}/{self.total} decisions asked, "
+                + (f"{rate:.1f} tokens/s" if rate else "measuring the endpoint")
+                + ("" if left is None else f", {duration(left)} of the time budget left")
+                + f" ({duration(elapsed)} so far)")
