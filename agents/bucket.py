@@ -9,7 +9,6 @@ current configs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -31,16 +30,6 @@ def _source(root: Path, test: StoredTest) -> str:
     except OSError:
         return ""
     return "\n".join(lines[test.line_start - 1 : min(test.line_end, test.line_start - 1 + SOURCE_LINES)])
-
-
-# A test that records or asserts its warnings: a device that warns more than CPU fails it.
-_CHECKS_WARNINGS = re.compile(r"catch_warnings\([^)]*record\s*=\s*True|assertWarns|assertNotWarn|assert_warns|"
-                              r"pytest\.warns|recwarn|len\(w(?:arns|arnings)?\)")
-
-
-def checks_warnings(source: str) -> bool:
-    """Whether a test's source records or asserts warnings (the probe's ``warns`` matters)."""
-    return bool(_CHECKS_WARNINGS.search(source))
 
 
 def _similar(memory: Memory, test: StoredTest, previous: Mapping[TestKey, tuple[str, str]]) -> tuple[SimilarTest, ...]:
@@ -76,10 +65,6 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             continue
         ev = evidence.get(TestKey.of(rel, generic), TestEvidence())
         test = stored.get(generic)
-        source = _source(root, test) if test else ""
-        found = (probe or {}).get(TestKey.of(rel, generic))
-        if found is not None and not checks_warnings(source):
-            found = found.without_warnings()
         requests.append(BucketRequest(
             test=generic,
             file=rel,
@@ -90,9 +75,9 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             aten_ops=ev.aten,
             dtypes=ev.dtypes,
             modules=ev.modules,
-            source=source,
+            source=_source(root, test) if test else "",
             similar=_similar(memory, test, previous) if test else (),
-            probe=found,
+            probe=(probe or {}).get(TestKey.of(rel, generic)),
             cpu_outcomes=tuple(ev.cpu.values()),
             cpu_failure=ev.cpu_failure,
         ))

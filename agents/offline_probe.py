@@ -7,8 +7,6 @@ after running it: every kept instance fails -> ``xfail_strict`` (``xfail`` if a 
 the process: the replay's example inputs are not the test's, and the draft confirms; ``skip``
 if it hangs: the draft would wait out the timeout); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
 (the ``Draft`` carries them to the mode a later rule gives); otherwise ``xfail``, for review.
-A call that only warns more on the device (``warns``) reaches this rule only for a test that
-checks its warnings (agents/bucket.py drops it for the others), and its reason says so.
 A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend.
 """
 
@@ -22,7 +20,6 @@ from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_rules import decision, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
-from testcurator.vocab import PROBE_WARNS
 
 if TYPE_CHECKING:  # offline_bucket imports this module for its rule table
     from testcurator.agents.offline_bucket import Draft, Facts
@@ -111,11 +108,6 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
                         f"({quote(probe.gaps[crash][1], 120)}), and every instance makes that call; the draft runs "
                         "it to confirm (a crash is recorded and the run goes on).", _gap_lines(probe, calls),
                         **_edits(d))
-    if all(probe.gaps[c][0] == PROBE_WARNS for c in calls):
-        return decision(req.test, "xfail_strict", f"Xfail strict: the test checks the warnings it records, and the "
-                        f"probe's replay of {first} on {backend.name} {quote(error, 160)}; every instance makes that "
-                        f"call, so what it asserts of its warnings differs on the device; an unexpected pass will "
-                        f"signal promotion{d.clause()}.", _gap_lines(probe, calls), **_edits(d))
     more = f" and {len(calls) - 1} more failing call(s)" if len(calls) > 1 else ""
     return decision(req.test, "xfail_strict", f"Xfail strict: {said}{more}, and every instance makes such a call, "
                     f"so it fails until the device supports it; an unexpected pass will signal promotion{d.clause()}.",

@@ -69,16 +69,12 @@ HARD_FAILURE_CLASSES: frozenset[str] = frozenset({"crash", "timeout"})
 #: ``works`` (ran, and matched CPU), ``missing_kernel`` (the device has no kernel for the op),
 #: ``unsupported_dtype`` (a kernel, not for these dtypes), ``crash`` (the process died or hung),
 #: ``wrong_result`` (ran, but differs from CPU on the same inputs), ``error`` (another error on
-#: the device where CPU ran it), ``not_probed`` (no replayable example, or CPU fails it too),
-#: ``warns`` (ran and matched CPU, but warned more often than CPU did: a test that counts the
-#: warnings it records fails; OpenReg's uint8-mask indexing warns three times where CPU warns twice).
+#: the device where CPU ran it), ``not_probed`` (no replayable example, or CPU fails it too).
 PROBE_STATUSES: tuple[str, ...] = (
-    "works", "missing_kernel", "unsupported_dtype", "crash", "wrong_result", "error", "not_probed", "warns",
+    "works", "missing_kernel", "unsupported_dtype", "crash", "wrong_result", "error", "not_probed",
 )
 #: Statuses that make a test using the call fail on the device.
 PROBE_GAPS: frozenset[str] = frozenset({"missing_kernel", "unsupported_dtype", "crash", "wrong_result", "error"})
-#: The status that makes a test using the call fail only when the test checks its warnings.
-PROBE_WARNS = "warns"
 
 
 # --- the test key ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import is_host_call, split_key
 from testcurator.runner.probe import REPLAY_VERSION, ProbeResult
-from testcurator.vocab import PROBE_GAPS, PROBE_WARNS, TestKey
+from testcurator.vocab import PROBE_GAPS, TestKey
 
 CAPABILITY_DB = "capability.sqlite"
 SCHEMA_VERSION = 1
@@ -136,15 +136,6 @@ class ProbeEvidence:
         return {"gaps": {k: list(v) for k, v in sorted(self.gaps.items())}, "works": self.works,
                 "not_probed": self.not_probed, "instances": [[i.dtype, i.op, i.module, list(i.gaps)] for i in self.instances]}
 
-    def without_warnings(self) -> ProbeEvidence:
-        """This evidence for a test that does not check its warnings: a call that only warns
-        more on the device is no gap for it."""
-        warns = {c for c, (status, _) in self.gaps.items() if status == PROBE_WARNS}
-        if not warns:
-            return self
-        return replace(self, gaps={c: v for c, v in self.gaps.items() if c not in warns},
-                       instances=tuple(replace(i, gaps=tuple(c for c in i.gaps if c not in warns)) for i in self.instances))
-
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeEvidence:
         return cls(gaps={k: (v[0], v[1]) for k, v in data.get("gaps", {}).items()},
@@ -176,11 +167,9 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}
         status = {c: results[c].status if c in results else "not_probed" for c in used}
-        # A call that warns more on the device is a gap for now; a test that does not check
-        # its warnings drops it (ProbeEvidence.without_warnings), it ran all the same.
-        gaps = {c: (results[c].status, results[c].error) for c in used if status[c] in PROBE_GAPS or status[c] == PROBE_WARNS}
+        gaps = {c: (results[c].status, results[c].error) for c in used if status[c] in PROBE_GAPS}
         out[key] = ProbeEvidence(
-            gaps=gaps, works=sum(s in ("works", PROBE_WARNS) for s in status.values()),
+            gaps=gaps, works=sum(s == "works" for s in status.values()),
             not_probed=sum(s == "not_probed" for s in status.values()),
             instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps))
                             for i in rows))

@@ -12,14 +12,9 @@ result: the parent (runner/probe.py) names it ``crash`` and replays the rest in 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 import traceback
-import warnings
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -119,51 +114,7 @@ def _replay(key: str, example: str, device: str) -> tuple[str, str]:
                 torch.testing.assert_close(g, w, equal_nan=True, check_stride=False, check_device=False)
         except AssertionError as exc:
             return "wrong_result", _text(exc)
-    return _warnings_compared(func, example, device)
-
-
-def _warnings_compared(func: Any, example: str, device: str) -> tuple[str, str]:
-    """The call once more on each side, its warnings counted (:func:`_warned`). A second run,
-    after the first worked: the first's stderr stays the parent's, for a crash's last words."""
-    try:
-        args, kwargs = rebuild(example)
-        on_cpu = _warnings_of(lambda: func(*args, **kwargs))
-        dev_args, dev_kwargs = rebuild(example)
-        on_dev = _warnings_of(lambda: func(*to_device(dev_args, device), **to_device(dev_kwargs, device)))
-    except Exception:  # noqa: BLE001 - it worked once: a second run's trouble is not a finding
-        return "works", ""
-    return _warned(on_cpu, on_dev)
-
-
-def _warnings_of(call: Callable[[], object]) -> Counter[str]:
-    """The warnings one call gives: Python's, and C++'s TORCH_WARN, which torch.ops calls print
-    to stderr (``[W... file.h:37] Warning: text (function f)``) instead of raising in Python."""
-    with tempfile.TemporaryFile() as err, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(err.fileno(), 2)
-        try:
-            call()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        err.seek(0)
-        printed = err.read().decode(errors="replace").splitlines()
-    found = Counter(f"{w.category.__name__}: {str(w.message).split(' (Triggered internally at')[0]}" for w in caught)
-    found.update(f"Warning: {line.split('] Warning: ', 1)[1].rsplit(' (function ', 1)[0]}"
-                 for line in printed if line.startswith("[W") and "] Warning: " in line)
-    return found
-
-
-def _warned(on_cpu: Counter[str], on_dev: Counter[str]) -> tuple[str, str]:
-    """``warns`` when the device warned more often than CPU (a test counting its warnings then
-    fails); fewer is no finding: a C++ TORCH_WARN_ONCE already fired in the CPU run."""
-    more = [(text, n) for text, n in on_dev.items() if n > on_cpu[text]]
-    if not more:
-        return "works", ""
-    text, n = more[0]
-    return "warns", f"warned {n} time(s) on the device where CPU warned {on_cpu[text]}: {text[:200]}"
+    return "works", ""
 
 
 def _write(out: IO[str], data: dict[str, Any]) -> None:

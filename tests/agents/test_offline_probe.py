@@ -134,27 +134,3 @@ def test_a_confirmed_test_says_why_the_probe_excluded_what_it_did() -> None:
     # Only nn.ReLU ran: the reason still says why nn.LayerNorm is excluded.
     assert (refined.mode, refined.exclude_modules) == ("mandatory_success", ("nn.LayerNorm",))
     assert f"The probe excluded module nn.LayerNorm before execution ({SORT} failing on the device)." in refined.reason
-
-
-IDX = "aten::index_put_(float32,uint8,float32)"
-WARNS = ("warns", "warned 3 time(s) on the device where CPU warned 2: UserWarning: indexing with dtype torch.uint8 "
-                  "is now deprecated, please use a dtype torch.bool instead.")
-
-
-@pytest.mark.parametrize("source, mode", [
-    ("with warnings.catch_warnings(record=True) as w:\n    y.index_put_((mask,), v)\nself.assertEqual(len(w), 2)",
-     "xfail_strict"),
-    ("y.index_put_((mask,), v)\nself.assertEqual(y, z)", "mandatory_success"),
-])
-def test_a_call_that_warns_more_on_the_device_fails_only_a_test_that_checks_its_warnings(source: str, mode: str) -> None:
-    from testcurator.agents.bucket import checks_warnings
-
-    probe = ProbeEvidence({IDX: WARNS}, (ProbedInstance(None, None, None, (IDX,)),), 4)
-    if not checks_warnings(source):  # what agents/bucket.requests_for_file does for such a test
-        probe = probe.without_warnings()
-    record = decide(probe, dtypes=())
-    assert record.mode == mode
-    if mode == "xfail_strict":
-        assert "checks the warnings it records" in record.reason and "warned 3 time(s) on the device" in record.reason
-    else:
-        assert probe.gaps == {} and probe.instances[0].gaps == () and probe.works == 4

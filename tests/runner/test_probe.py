@@ -9,7 +9,6 @@ backend in its own process: registering the device must not leak into this one.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import pytest
@@ -126,31 +125,3 @@ def test_storage_moves_and_pinning_are_probed_where_they_happen(backend: str | N
         assert "storage" in results[SET].error
     if expected.get(PIN) == "error":
         assert "PrivateUse1HooksInterface" in results[PIN].error
-
-
-@pytest.mark.parametrize("cpu, dev, status", [
-    (["UserWarning: uint8 deprecated"] * 2, ["UserWarning: uint8 deprecated"] * 3, "warns"),
-    (["Warning: uint8 deprecated"] * 2, ["Warning: uint8 deprecated"] * 2, "works"),
-    (["Warning: warned once on CPU (TORCH_WARN_ONCE)"], [], "works"),  # fewer on the device: the once already fired
-    ([], ["UserWarning: falls back to the CPU"], "warns"),
-])
-def test_the_probe_flags_a_device_that_warns_more_than_cpu(cpu: list[str], dev: list[str], status: str) -> None:
-    from collections import Counter
-
-    from testcurator.runner.probe_worker import _warned
-
-    found, text = _warned(Counter(cpu), Counter(dev))
-    assert found == status
-    if status == "warns":
-        assert text == f"warned {len(dev)} time(s) on the device where CPU warned {len(cpu)}: {dev[0]}"
-
-
-def test_warnings_are_counted_from_python_and_from_cpp() -> None:
-    from testcurator.runner.probe_worker import _warnings_of
-
-    # torch.ops calls print a C++ TORCH_WARN to stderr instead of warning in Python.
-    mask = torch.zeros(4, dtype=torch.uint8)
-    counted = _warnings_of(lambda: torch.ops.aten.index.Tensor(torch.ones(4, 2), [mask]))
-    assert [n for text, n in counted.items() if "torch.uint8 is now deprecated" in text] == [1]
-    counted = _warnings_of(lambda: warnings.warn("a python one (Triggered internally at x.h:1)", UserWarning))
-    assert counted == {"UserWarning: a python one": 1}
