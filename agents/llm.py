@@ -246,6 +246,7 @@ class LLMBrain:
             violations += rails.check_drops(records, kept)  # type: ignore[arg-type]
         if stage.record is Decision:  # the model's exclusions must be ones a config can carry
             violations += rails.check_edits(records, batch)  # type: ignore[arg-type]
+            violations += rails.check_claims(records, batch)  # type: ignore[arg-type]
         self.client.count(rail_violations=len(violations))
         if violations:
             self.client.audit.write(kind="rails_rejected", prompt=prompt.name, model=self.settings.model,

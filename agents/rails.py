@@ -31,6 +31,7 @@ CONTRADICTS_EXECUTION = "contradicts_execution"
 BAD_EDIT = "bad_edit"
 NO_REASON = "no_reason"
 UNSUPPORTED_DROP = "unsupported_drop"
+UNFOUNDED_CLAIM = "unfounded_claim"
 MIN_REASON_WORDS = 3
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
@@ -104,6 +105,26 @@ def check_reasons(subjects_and_reasons: Sequence[tuple[str, str]]) -> list[RailV
 
 
 _WORDS = re.compile(r"[A-Za-z]{2,}")
+_ATEN = re.compile(r"aten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
+
+
+def check_claims(decisions: Sequence[Decision], requests: Sequence[BucketRequest | RefineRequest]) -> list[RailViolation]:
+    """A reasoning that names an ATen op the test never called (on CPU, in the capture): a small
+    model copies the prompt's example ("It only calls aten::add.Tensor...") onto tests that
+    call other ops; the config would carry a false reason."""
+    by_test = {r.test: (r.request if isinstance(r, RefineRequest) else r) for r in requests}
+    out = []
+    for decision in decisions:
+        base = by_test.get(decision.test)
+        if base is None:
+            continue
+        called = [*base.aten_ops, *(base.probe.gaps if base.probe else ())]
+        unfounded = sorted({op for op in _ATEN.findall(decision.reason)
+                            if not any(op_matches(c.split("(", 1)[0], op) or op_matches(op, c.split("(", 1)[0]) for c in called)})
+        if unfounded:
+            out.append(RailViolation(decision.test, UNFOUNDED_CLAIM, f"the reasoning names {', '.join(unfounded)}, which the "
+                                     f"test never called (its aten_ops: {', '.join(base.aten_ops[:8]) or 'none known'})"))
+    return out
 
 
 def check_drops(decisions: Sequence[FileDecision], kept_by_rules: Mapping[str, str]) -> list[RailViolation]:

@@ -137,3 +137,22 @@ def test_the_model_may_keep_more_than_the_rules_never_less() -> None:
     found = check_drops([fd("test/test_ops.py", False), fd("test/distributed", False), fd("test/onnx", True)], kept_by_rules)
     assert [(v.subject, v.rule) for v in found] == [("test/test_ops.py", UNSUPPORTED_DROP)]
     assert "device-generic" in found[0].message
+
+
+
+@pytest.mark.parametrize("reason, ok", [
+    ("It only calls aten::add.Tensor, which the probe found working.", False),   # the prompt's example, copied
+    ("It calls aten::mul.Tensor on float32, which works.", True),
+    ("aten::mul works at every dtype it uses.", True),                              # the base name covers overloads
+    ("No op is named here, only words.", True),
+])
+def test_a_reasoning_may_name_only_ops_the_test_called(reason: str, ok: bool) -> None:
+    from testcurator.agents.brain import BucketRequest
+    from testcurator.agents.decision import Decision
+    from testcurator.agents.rails import UNFOUNDED_CLAIM, check_claims
+
+    request = BucketRequest("TestA::test_mul", "test_a.py", "h", aten_ops=("aten::mul.Tensor", "aten::ones"))
+    decision = Decision(test="TestA::test_mul", mode="mandatory_success", reason=reason, evidence=(), brain="llm",
+                        prompt_hash=None)
+    found = check_claims([decision], [request])
+    assert (found == []) is ok and all(v.rule == UNFOUNDED_CLAIM and "aten::add.Tensor" in v.message for v in found)
