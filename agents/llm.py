@@ -242,7 +242,9 @@ class LLMBrain:
         violations = stage.check(records, batch, ctx)
         violations += rails.check_reasons([(stage.key(rec), rec.reason) for rec in records])
         if stage.record is FileDecision and any(not rec.keep for rec in records):  # type: ignore[attr-defined]
-            kept = {d.path: d.reason for d in self.fallback.scope(list(batch), ctx) if d.keep}
+            # Only a keep the rules are sure of (device-generic tests, a hooked feature): one they
+            # keep for review, knowing nothing, the model may overrule.
+            kept = {d.path: d.reason for d in self.fallback.scope(list(batch), ctx) if d.keep and not d.needs_review}
             violations += rails.check_drops(records, kept)  # type: ignore[arg-type]
         if stage.record is Decision:  # the model's exclusions must be ones a config can carry
             violations += rails.check_edits(records, batch)  # type: ignore[arg-type]

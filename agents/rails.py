@@ -128,10 +128,11 @@ def check_claims(decisions: Sequence[Decision], requests: Sequence[BucketRequest
 
 
 def check_drops(decisions: Sequence[FileDecision], kept_by_rules: Mapping[str, str]) -> list[RailViolation]:
-    """A model's scope drop of a path the deterministic rules keep (``kept_by_rules``: path ->
-    their reason). Dropping is the costly mistake: a dropped path is never looked at again,
-    while a kept one only costs the bucket stage's time; the model may keep more than the
-    rules, never less."""
+    """A model's scope drop of a path the deterministic rules keep on evidence (``kept_by_rules``:
+    path -> their reason; the caller leaves out what they keep for review only). Dropping is the
+    costly mistake: a dropped path is never looked at again, while a kept one only costs the
+    bucket stage's time; the model may keep more than the rules, and drop only what they do
+    not know about."""
     return [RailViolation(d.path, UNSUPPORTED_DROP, f"the rules keep this path ({kept_by_rules[d.path][:120]}); "
                                                     "keep it unless a hook or preference rules it out")
             for d in decisions if not d.keep and d.path in kept_by_rules]

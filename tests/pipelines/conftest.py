@@ -237,12 +237,14 @@ def llm_server() -> Iterator[AnsweringOpenAI]:
 def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 30.0, max_retries: int = 1, summaries: bool = False) -> None:
     """A client timeout no answered request reaches on a loaded machine (a test that scripts a
     hung() request passes a shorter one), few and fast retries, one request at a time (scripted faults
-    arrive in order) for every ``--brain llm`` run; summaries only where a test asks."""
+    arrive in order) and no time budget (its first-question measuring would add a request) for every
+    ``--brain llm`` run; summaries only where a test asks."""
     original = LLMSettings.from_env.__func__  # type: ignore[attr-defined]
 
     def from_env(cls: type[LLMSettings], env: Any = None, **overrides: Any) -> LLMSettings | None:
+        given = {k: v for k, v in overrides.items() if v is not None}  # run passes budget_s=None without --llm-budget-s
         return original(cls, env, **{"idle_timeout": timeout, "budget_s": 0, "max_retries": max_retries, "retry_backoff": 0.05,
-                                     "concurrency": 1, "summaries": summaries, **overrides})
+                                     "concurrency": 1, "summaries": summaries, **given})
 
     mp.setattr(LLMSettings, "from_env", classmethod(from_env))
 

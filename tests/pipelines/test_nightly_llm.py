@@ -56,13 +56,13 @@ class LLMRun:
 
 
 def _run(kit: ModuleType, server: Any, root: Path, name: str, model: str, *, out: Path | None = None,
-         state: Path | None = None, base_url: str | None = None, embed: bool = False) -> LLMRun:
+         state: Path | None = None, base_url: str | None = None, embed: bool = False, extra: tuple[str, ...] = ()) -> LLMRun:
     tree, backend = root / "upstream", root / "backend" / "backend.yaml"
     out = out or root / f"out-{name}"
     state = state or root / f"state-{name}"
     before = len(server.requests)
     rc = kit.run_cli(tree, backend, out, state, "--brain", "llm", "--no-execute", "--embed" if embed else "--no-embed",
-                     "--no-capture-ops", "--llm-base-url", base_url or server.base_url, "--llm-model", model)
+                     "--no-capture-ops", "--llm-base-url", base_url or server.base_url, "--llm-model", model, *extra)
     done = rc == 0
     return LLMRun(root, out, state, model, rc, len(server.requests) - before, server.kinds[before:],
                   kit.read_report(out) if done else {},
@@ -344,3 +344,20 @@ def test_llm_summaries_are_written_cached_embedded_and_shown(summarized: tuple[L
     assert kit.run_cli(tree, backend, first.root / "out-offline", first.state, "--no-execute", "--no-capture-ops") == 0
     text, author = _summary(first.state, "TestSmallMath::test_add_float")
     assert author == "offline" and "fake-llm" not in text
+
+
+def test_llm_budget_s_caps_the_run_and_the_report_says_what_it_cost(kit: ModuleType, llm_server: Any, small: Path,
+                                                                  fast_client: None) -> None:
+    # A budget the first answer alone spends: that question (one path, to measure the
+    # endpoint) is answered, nothing after it is sent, and every other decision is the
+    # offline brain's, attributed to the budget (not to the endpoint).
+    llm_server.reset(kit.Policy(modes=dict(VALID_MODES)))
+    run = _run(kit, llm_server, small, "budget", "fake-budget", extra=("--llm-budget-s", "0.001"))
+    assert run.rc == 0 and run.kinds == ["ScopeAnswer"]
+    llm = run.report["llm"]
+    assert llm["budget_s"] == 0.001 and llm["down"] is None
+    assert llm["decisions_by_brain"] == {"llm": 1, "llm->offline": 7}
+    assert llm["fallback_causes"] == {"time budget spent": 7} and llm["usage"]["over_budget"] == 7
+    assert "not asked: the LLM's time budget (0.001 s) was spent" in run.markdown
+    assert "decided by the offline brain instead, by why: time budget spent 7" in run.markdown
+    assert kit.main(["validate", str(run.out / "configs"), "--torch-root", str(run.root / "upstream"), "--level", "2"]) == 0
