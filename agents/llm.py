@@ -106,11 +106,7 @@ class LLMBrain:
                 done[stage.key(request)] = hit
         progress = StageProgress(stage.prompt, len(todo), self.client.transport.pace)
         with Ticker(progress.line, self.say):
-            # Under a time budget, the first answer of a run measures the endpoint: one item
-            # alone, then the rest planned to the measured rate and the budget left.
-            pace = self.client.transport.pace
-            first = todo[:1] if todo and pace.budget_s and not pace.measured else []
-            for part in (first, todo[len(first):]):
+            for part in self.client.transport.pace.measuring_first(todo):
                 accepted, refused = self._ask(stage, prompt, part, ctx, progress)
                 done.update(accepted)
                 rejected.update(refused)
@@ -160,9 +156,9 @@ class LLMBrain:
         fixed = with_schema_in_prompt(self.client.mode, prompt.render(variables), answer)
         estimate = self.client.transport.tokens.estimate
         item_tokens = [estimate(json.dumps(item, indent=1, sort_keys=True, default=str)) for item in items]
-        per_item = self.client.transport.pace.output_per_item(len(items), sum(item_tokens) // len(items),
-                                                              self.settings.output_tokens_per_item, time.monotonic())
         pace = self.client.transport.pace
+        per_item = pace.output_per_item(len(items), sum(item_tokens) // len(items), self.settings.output_tokens_per_item,
+                                        time.monotonic())
         return plan_batches(sum(estimate(m["content"]) for m in fixed), item_tokens, context_tokens=window,
                             max_items=pace.items_per_batch(per_item, self.settings.batch_size),
                             output_per_item=per_item, max_output_tokens=self.settings.max_output_tokens)
@@ -192,10 +188,7 @@ class LLMBrain:
         try:
             answer = self.client.call(prompt, variables, stage.answer, content, max_tokens=max_tokens, narrow=narrow)
         except (LLMAnswerError, LLMTransportError, LLMBudgetError) as exc:
-            if isinstance(exc, LLMBudgetError):
-                self.client.count(over_budget=len(batch))
-            why = _failure(exc)  # one failed call is one error, however many tests it carried
-            return {}, {stage.key(r): [why] for r in batch}, False
+            return {}, self._unanswered(stage, exc, batch), False
         accepted, problems = self._screen(stage, prompt, answer, batch, ctx, set())
         if len(accepted) < len(batch):
             self.client.count(reasks=1)
@@ -214,10 +207,7 @@ class LLMBrain:
                     retry = self.client.call(prompt, variables, stage.answer, content, correction, max_tokens=max_tokens,
                                              narrow=narrow)
             except (LLMAnswerError, LLMTransportError, LLMBudgetError) as exc:
-                if isinstance(exc, LLMBudgetError):
-                    self.client.count(over_budget=len(todo))
-                why = _failure(exc)
-                return accepted, {stage.key(r): [why] for r in todo}, False
+                return accepted, self._unanswered(stage, exc, todo), False
             again, problems = self._screen(stage, prompt, retry, todo, ctx, set(accepted))
             accepted.update(again)
         refused: dict[str, list[str]] = {}
@@ -233,6 +223,15 @@ class LLMBrain:
                 own = [f"rail {v.rule}: {v.message}" for v in problems if v.subject == key]
                 refused[key] = (own + others) or ["no decision"]
         return accepted, refused, True
+
+    def _unanswered(self, stage: Stage[R], exc: LLMAnswerError | LLMTransportError | LLMBudgetError,
+                    requests: Sequence[Any]) -> dict[str, list[str]]:
+        """Why ``requests`` got no answer: one failed call is one error, however many tests it
+        carried (and a call the budget could not pay for counts its tests as over budget)."""
+        if isinstance(exc, LLMBudgetError):
+            self.client.count(over_budget=len(requests))
+        why = _failure(exc)
+        return {stage.key(r): [why] for r in requests}
 
     def _screen(self, stage: Stage[R], prompt: Prompt, answer: Any, batch: Sequence[Any], ctx: BrainContext,
                 ignore: set[str]) -> tuple[dict[str, R], list[rails.RailViolation]]:
@@ -284,11 +283,9 @@ class LLMBrain:
         wanted = {t["test"] for t in tests}
         out: dict[str, str] = {}
         pace = self.client.transport.pace
-        items = list(tests)
-        first = items[:1] if pace.budget_s and not pace.measured else []  # one alone measures the endpoint
-        for part in (first, items[len(first):]):
-            for batch in self._plan(prompt, SummaryAnswer, part, None, "tests").batches:
-                if pace.budget_s and not self._affordable(pace, batch.prompt_tokens, batch.max_tokens, SUMMARY_SHARE):
+        for part in pace.measuring_first(list(tests)):
+            for batch in self._plan(prompt, SummaryAnswer, list(part), None, "tests").batches:
+                if not pace.admits(batch.prompt_tokens, batch.max_tokens, time.monotonic(), share=SUMMARY_SHARE):
                     return out
                 variables = {"tests": [part[i] for i in batch.indices]}
                 try:
@@ -300,12 +297,6 @@ class LLMBrain:
                 out.update({s.test: one_line(s.summary, 600) for s in answer.summaries
                             if s.test in wanted and _useful(s.test, s.summary)})
         return out
-
-    @staticmethod
-    def _affordable(pace: Any, prompt_tokens: int, max_tokens: int, share: float) -> bool:
-        """Whether a request's expected time fits in ``share`` of the budget, with what is spent."""
-        now = time.monotonic()
-        return pace.spent_s(now) + (pace.estimate_s(prompt_tokens, max_tokens) or 0.0) <= share * pace.budget_s
 
 
 def _stderr(line: str) -> None:

@@ -23,12 +23,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from testcurator.runner.ticker import duration
 
+T = TypeVar("T")
 # Room for the chat template's own tokens and the estimate's error.
 MARGIN_TOKENS = 256
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx", "n_ctx_train")
@@ -220,17 +221,24 @@ class Pace:
         prompt_rate = self.prompt_tokens_per_s
         return (prompt_tokens / prompt_rate if prompt_rate else 0.0) + max_tokens / rate
 
-    def admits(self, prompt_tokens: int, max_tokens: int, clock: float) -> bool:
-        """Whether a request may still be sent: some budget is left and, once the rate is
-        known, the request's expected time fits in it (an answer cut off by the budget
-        would be worth nothing, and a request in flight is never abandoned)."""
-        left = self.left_s(clock)
-        if left is None:
+    def admits(self, prompt_tokens: int, max_tokens: int, clock: float, share: float = 1.0) -> bool:
+        """Whether a request may still be sent: some of ``share`` of the budget is left and,
+        once the rate is known, the request's expected time fits in it (an answer cut off by
+        the budget would be worth nothing, and a request in flight is never abandoned)."""
+        if self.budget_s is None:
             return True
+        left = share * self.budget_s - self.spent_s(clock)
         if left <= 0:
             return False
         expected = self.estimate_s(prompt_tokens, max_tokens)
         return expected is None or expected <= left
+
+    def measuring_first(self, items: Sequence[T]) -> tuple[Sequence[T], Sequence[T]]:
+        """``items`` as (asked first, the rest): under a budget and before any answer, the
+        first item goes alone, so the endpoint's speed is measured in one short answer and the
+        rest can be planned to it."""
+        first = items[:1] if items and self.budget_s and not self.measured else items[:0]
+        return first, items[len(first):]
 
     def output_per_item(self, items_left: int, prompt_tokens_per_item: int, planned: int, clock: float) -> int:
         """Output tokens to plan per decision: ``planned``, or less when the budget left at

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest
 from testcurator.agents.decision import Decision, FileDecision
+from testcurator.plugin.callspec import split_key
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_matches
 
 UNKNOWN_TEST = "unknown_test"
@@ -75,16 +76,25 @@ def check_bucket(
     return violations
 
 
+def _base(request: BucketRequest | RefineRequest) -> BucketRequest:
+    """The bucket request behind a refine request (the test's static evidence)."""
+    return request.request if isinstance(request, RefineRequest) else request
+
+
+def _with_base(decisions: Sequence[Decision], requests: Sequence[BucketRequest | RefineRequest]
+               ) -> list[tuple[Decision, BucketRequest]]:
+    """Each decision with its request's static evidence (decisions outside the batch left
+    out: check_bucket says so)."""
+    by_test = {r.test: _base(r) for r in requests}
+    return [(d, by_test[d.test]) for d in decisions if d.test in by_test]
+
+
 def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest | RefineRequest]) -> list[RailViolation]:
     """A model's exclusions that the config could not carry: a dtype or an OpInfo op the test
     is not parametrized over (``validate --level 2`` rejects an edit that never applies).
     The offline brain derives its exclusions from these same lists; a model may invent them."""
-    by_test = {r.test: (r.request if isinstance(r, RefineRequest) else r) for r in requests}
     out = []
-    for decision in decisions:
-        base = by_test.get(decision.test)
-        if base is None:
-            continue  # not in the batch: check_bucket says so
+    for decision, base in _with_base(decisions, requests):
         dtypes = [d for d in decision.exclude_dtypes if d not in base.dtypes]
         if dtypes:
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_dtypes {', '.join(dtypes)}: the test's dtypes are "
@@ -112,15 +122,11 @@ def check_claims(decisions: Sequence[Decision], requests: Sequence[BucketRequest
     """A reasoning that names an ATen op the test never called (on CPU, in the capture): a small
     model copies the prompt's example ("It only calls aten::add.Tensor...") onto tests that
     call other ops; the config would carry a false reason."""
-    by_test = {r.test: (r.request if isinstance(r, RefineRequest) else r) for r in requests}
     out = []
-    for decision in decisions:
-        base = by_test.get(decision.test)
-        if base is None:
-            continue
-        called = [*base.aten_ops, *(base.probe.gaps if base.probe else ())]
+    for decision, base in _with_base(decisions, requests):
+        called = [*base.aten_ops, *(split_key(call)[0] for call in (base.probe.gaps if base.probe else ()))]
         unfounded = sorted({op for op in _ATEN.findall(decision.reason)
-                            if not any(op_matches(c.split("(", 1)[0], op) or op_matches(op, c.split("(", 1)[0]) for c in called)})
+                            if not any(op_matches(c, op) or op_matches(op, c) for c in called)})
         if unfounded:
             out.append(RailViolation(decision.test, UNFOUNDED_CLAIM, f"the reasoning names {', '.join(unfounded)}, which the "
                                      f"test never called (its aten_ops: {', '.join(base.aten_ops[:8]) or 'none known'})"))
@@ -148,7 +154,7 @@ def _coverage(answered: list[str], requested: list[str]) -> list[RailViolation]:
 def _capability_rails(decision: Decision, request: BucketRequest | RefineRequest, backend: BackendContext) -> list[RailViolation]:
     if decision.mode != "mandatory_success":
         return []
-    base = request.request if isinstance(request, RefineRequest) else request
+    base = _base(request)
     out = []
     # ATen ops the test calls cannot be filtered per variant: one missing op fails the test.
     missing_aten = sorted(op for op in base.aten_ops if backend.op_unsupported(op))

@@ -42,7 +42,7 @@ def check_before_disk(configs_dir: Path, torch_root: Path, store: RunStore, stag
     """Validate the configs ``emit_into`` would write; redecide offline the LLM's decisions
     they break. Returns the tests redecided (``file::test``)."""
     redone: list[str] = []
-    before = {p.message for p in _current_problems(configs_dir, torch_root, files)}
+    before = {p.message for p in _problems(configs_dir, torch_root, files)}
     for attempt in range(2):
         problems = [p for p in _staged_problems(configs_dir, torch_root, files, emit_into) if p.message not in before]
         # The second look blames the fallback's decisions too: they had their chance.
@@ -58,7 +58,8 @@ def check_before_disk(configs_dir: Path, torch_root: Path, store: RunStore, stag
     return redone
 
 
-def _current_problems(configs_dir: Path, torch_root: Path, files: Sequence[str]) -> list[Problem]:
+def _problems(configs_dir: Path, torch_root: Path, files: Sequence[str]) -> list[Problem]:
+    """Levels 1 and 2 over the configs of ``files`` in ``configs_dir`` (those that exist)."""
     paths = [config_path(configs_dir, rel) for rel in files if config_path(configs_dir, rel).is_file()]
     return level2_problems(paths, torch_root=torch_root) if paths else []
 
@@ -71,8 +72,7 @@ def _staged_problems(configs_dir: Path, torch_root: Path, files: Sequence[str], 
         else:
             staged.mkdir()
         emit_into(staged)
-        paths = [config_path(staged, rel) for rel in files if config_path(staged, rel).is_file()]
-        problems = level2_problems(paths, torch_root=torch_root) if paths else []
+        problems = _problems(staged, torch_root, files)
         # Point the problems at the real folder, where a reader will look.
         return [replace(p, location=replace(p.location, file=p.location.file.replace(str(staged), str(configs_dir))))
                 for p in problems]

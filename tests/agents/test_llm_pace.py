@@ -69,3 +69,19 @@ def test_batches_are_small_on_a_slow_endpoint_under_a_budget() -> None:
     assert _measured(900.0, tokens_per_s=1.5).items_per_batch(100, 20) == 1  # 120 s pays for 180 tokens
     assert _measured(900.0, tokens_per_s=10.0).items_per_batch(100, 20) == 12
     assert _measured(900.0, tokens_per_s=100.0).items_per_batch(100, 20) == 20
+
+
+def test_a_share_of_the_budget_admits_only_within_that_share() -> None:
+    pace = _measured(100.0)  # 2 tokens/s, 50 prompt tokens/s
+    pace.start(0.0)
+    pace.stop(5.0)
+    assert pace.admits(50, 6, clock=5.0, share=0.1)         # 5 s spent + 1 s reading + 3 s writing <= 10 s
+    assert not pace.admits(50, 20, clock=5.0, share=0.1)    # 5 + 1 + 10 = 16 s of a 10 s share
+    assert pace.admits(50, 20, clock=5.0)                   # the whole budget pays for it
+
+
+def test_the_first_item_goes_alone_only_under_a_budget_before_any_answer() -> None:
+    assert Pace(budget_s=900.0).measuring_first([1, 2, 3]) == ([1], [2, 3])
+    assert Pace(budget_s=None).measuring_first([1, 2, 3]) == ([], [1, 2, 3])
+    assert _measured(900.0).measuring_first([1, 2, 3]) == ([], [1, 2, 3])
+    assert Pace(budget_s=900.0).measuring_first([]) == ([], [])
