@@ -60,9 +60,10 @@ class BackendContext:
                    registered_ops=frozenset(registered_ops), has_fallback=has_fallback)
 
     def dtype_unsupported(self, dtype: str) -> bool:
-        if dtype in self.unsupported_dtypes:
-            return True
-        return self.supported_dtypes is not None and dtype not in self.supported_dtypes
+        """A dtype pair's instance (``bfloat16_int32``) is unsupported when any member is, as
+        the plugin's capability rule reads it; the pair's own name is in no dtype list."""
+        return any(d in self.unsupported_dtypes or (self.supported_dtypes is not None and d not in self.supported_dtypes)
+                   for d in split_dtypes(dtype))
 
     def op_unsupported(self, op: str) -> bool:
         """Known unsupported; a declared ``supported_ops`` list covers OpInfo names only."""

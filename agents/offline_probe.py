@@ -20,6 +20,7 @@ from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline_rules import decision, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
+from testcurator.names import split_dtypes
 
 if TYPE_CHECKING:  # offline_bucket imports this module for its rule table
     from testcurator.agents.offline_bucket import Draft, Facts
@@ -49,26 +50,36 @@ def _attribute(failing: list[ProbedInstance], kept: list[ProbedInstance],
     left = []
     for inst in failing:
         kernel = any(probe.gaps[c][0] == "missing_kernel" for c in inst.gaps)
-        for dim in ("op", "dtype", "module") if kernel else ("dtype", "op", "module"):
-            value = getattr(inst, dim)
-            if value and all(i.gaps for i in kept if getattr(i, dim) == value):
-                found[dim].add(value)
-                break
-        else:
+        hit = next(((dim, value) for dim in (("op", "dtype", "module") if kernel else ("dtype", "op", "module"))
+                    for value in _values(inst, dim) if all(i.gaps for i in kept if value in _values(i, dim))), None)
+        if hit is None:
             left.append(inst)
+        else:
+            found[hit[0]].add(hit[1])
     return found, left
 
 
+def _values(inst: ProbedInstance, dim: str) -> tuple[str, ...]:
+    """The instance's values along ``dim``: each member of a dtype pair is a dtype of its own,
+    as config exclusions name them."""
+    if dim == "dtype":
+        return split_dtypes(inst.dtype)
+    value = getattr(inst, dim)
+    return (value,) if value else ()
+
+
 def _excluded(inst: ProbedInstance, found: dict[str, set[str]]) -> bool:
-    return inst.dtype in found["dtype"] or inst.op in found["op"] or inst.module in found["module"]
+    return (any(d in found["dtype"] for d in split_dtypes(inst.dtype)) or inst.op in found["op"]
+            or inst.module in found["module"])
 
 
 def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
     probe = req.probe
     if probe is None or not probe.instances:
         return None
-    kept = [i for i in probe.instances if i.dtype not in d.exclude_dtypes and i.op not in d.exclude_ops
-            and i.module not in d.exclude_modules and not (i.dtype and backend.dtype_unsupported(i.dtype))]
+    kept = [i for i in probe.instances if not any(x in d.exclude_dtypes for x in split_dtypes(i.dtype))
+            and i.op not in d.exclude_ops and i.module not in d.exclude_modules
+            and not (i.dtype and backend.dtype_unsupported(i.dtype))]
     failing = [i for i in kept if i.gaps]
     if not failing:
         d.evidence.append(f"{NOTE}all {probe.works} distinct call(s) it made ran on the device"

@@ -181,9 +181,16 @@ BUCKET_CASES = [
     # np.msort), whatever the device does; an instance CPU skipped says nothing.
     (BACKEND, breq(cpu_outcomes=("failed", "failed", "skipped"), aten_ops=("aten::sort",),
                    cpu_failure="AttributeError: module 'numpy' has no attribute 'msort'"), "xfail", (), (), False,
-     "fails on CPU too, the reference device: all 2 instance(s) the capture ran there failed (`AttributeError: module"),
-    (BACKEND, breq(cpu_outcomes=("failed", "passed"), aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (),
-     False, "Mandatory"),
+     "fails on CPU too, the reference device: all 2 instances the capture ran there failed (`AttributeError: module"),
+    # Some instances fail on CPU beside passing ones (test_subclass's test_serialization: torch.load
+    # refuses 7 of 8 subclasses): red on any device, so not mandatory; which ones is for review.
+    (BACKEND, breq(cpu_outcomes=("failed", "passed", "failed"), aten_ops=("aten::add.Tensor",),
+                   cpu_failure="UnpicklingError: Weights only load failed"), "xfail", (), (), True,
+     "fails on CPU too, the reference device: 2 of the 3 instances the capture ran there failed (`UnpicklingError: "
+     "Weights only load failed`), beside 1 passing one; those fail whatever curatedev does."),
+    # ... but a test the device cannot run stays skipped.
+    (PLAIN, breq(cpu_outcomes=("failed", "passed"), aten_ops=("aten::_sparse_coo_tensor_with_dims_and_tensors",)),
+     "skip", (), (), False, "needs the sparse hook"),
     (BACKEND, breq(cpu_outcomes=("skipped",), aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (), False,
      "Mandatory"),
     (PLAIN, breq(source="q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)\n"), "skip", (), (), False,
@@ -367,7 +374,7 @@ def test_refine_keeps_the_finding_that_it_fails_on_cpu_too() -> None:
     failed = rec("test_a_curatedev", "failed", "failed", cls="numerical_mismatch", msg=MSG_CLOSE)
     [record] = brain().refine([RefineRequest(breq(), static, (failed,))], ctx())
     assert record.mode == "xfail_strict"
-    assert "as on CPU, the reference device (1 of 1 instance(s) failed): the failure is not the backend's" in record.reason
+    assert "as on CPU, the reference device (1 of 1 instance failed): the failure is not the backend's" in record.reason
 
 
 def test_refine_only_proposes_promoting_a_decision_from_the_config() -> None:

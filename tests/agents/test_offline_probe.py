@@ -24,6 +24,7 @@ MISSING = ("missing_kernel", "NotImplementedError: Could not run 'aten::sort.val
            "'curatedev' backend.")
 CRASH = ("crash", "the process died (signal SIGABRT)")
 PIN = "aten::_pin_memory(float32)"
+SEG, SEG_B = "aten::segment_reduce(float32,int64)", "aten::segment_reduce(bool,int64)"
 
 
 def I(dtype: str, op: str | None, gaps: tuple[str, ...] = (), module: str | None = None) -> ProbedInstance:  # noqa: E743
@@ -61,6 +62,18 @@ CASES = {
     "only an unsupported dtype's instance fails (left to the global filter)": (
         ProbeEvidence({"aten::abs(float64)": ("unsupported_dtype", "Double")},
                       (I("float32", None), I("float64", None, ("aten::abs(float64)",)))), "mandatory_success", (), ()),
+    # @dtypes(*product(...)) instances carry a dtype pair, a name no dtype list holds: a pair
+    # counts as supported when every member is (test_segment_reductions on curatedev).
+    "every dtype pair instance lacks a kernel": (
+        ProbeEvidence({SEG: MISSING, SEG_B: MISSING},
+                      (I("float32_int64", None, (SEG,)), I("bool_int64", None, (SEG_B,)))), "xfail_strict", (), ()),
+    "a dtype pair's member lacks it": (
+        ProbeEvidence({SEG_B: MISSING}, (I("float32_int64", None), I("bool_int64", None, (SEG_B,)))),
+        "mandatory_success", ("bool",), ()),
+    "a pair with an unsupported member is left to the global filter": (
+        ProbeEvidence({"aten::abs(float64)": ("unsupported_dtype", "Double")},
+                      (I("float32_int64", None), I("float64_int64", None, ("aten::abs(float64)",)))),
+        "mandatory_success", (), ()),
     "every call works": (ProbeEvidence({}, (I("float32", None), I("int64", None)), 7), "mandatory_success", (), ()),
     # A plain test (one instance, no dtype) whose host call fails: pinning without a pinned
     # host allocator for the backend's device (callspec.HOST_CALLS).
