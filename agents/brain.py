@@ -2,8 +2,8 @@
 
 One Protocol (:class:`Brain`), an explicit registry (:data:`BRAINS`), and the request
 records that carry the evidence a brain decides from. A brain answers a *batch*: one
-decision per request, in request order. The offline brain (agents/offline.py) decides
-from evidence and rules; the LLM brain (agents/llm.py) asks an OpenAI-compatible endpoint
+decision per request, in request order. The offline brain (agents/offline/brain.py) decides
+from evidence and rules; the LLM brain (agents/llm/brain.py) asks an OpenAI-compatible endpoint
 and is checked by the rails (agents/rails.py) before anything it says is kept.
 """
 
@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.config.params import excludes
-from testcurator.errors import BadInputError
 from testcurator.memory.capability import ProbeEvidence
 from testcurator.names import split_dtypes
 from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_matches
 
 if TYPE_CHECKING:
-    from testcurator.agents.llm_client import LLMSettings
+    from testcurator.config.llm import LLMSettings
     from testcurator.config.profile import BackendProfile
 
 
@@ -265,39 +264,3 @@ class BrainSettings:
     state_dir: Path | None = None
     fallback: Brain | None = field(default=None, compare=False)
     say: Callable[[str], None] | None = field(default=None, compare=False)  # progress lines (the LLM brain's)
-
-
-def _make_offline(settings: BrainSettings) -> Brain:
-    # Imported here, not at module top: the brains import this module for the Protocol.
-    from testcurator.agents.offline import OfflineBrain
-
-    return OfflineBrain(settings)
-
-
-def _make_llm(settings: BrainSettings) -> Brain:
-    from testcurator.agents.llm import LLMBrain
-
-    if settings.llm is None:
-        raise BadInputError(
-            "--brain llm needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and "
-            "TESTCURATOR_LLM_MODEL) or llm.base_url / llm.model in the config")
-    fallback = settings.fallback if settings.fallback is not None else make_brain("offline", settings)
-    brain = LLMBrain(settings.llm, fallback=fallback, state_dir=settings.state_dir)
-    if settings.say is not None:
-        brain.say = settings.say
-    return brain
-
-
-BRAINS: dict[str, Callable[[BrainSettings], Brain]] = {
-    "offline": _make_offline,
-    "llm": _make_llm,
-}
-
-
-def make_brain(name: str, settings: BrainSettings) -> Brain:
-    """The brain registered as ``name``; an unknown name is bad input (exit 2)."""
-    try:
-        factory = BRAINS[name]
-    except KeyError:
-        raise BadInputError(f"unknown brain {name!r} (expected one of: {', '.join(sorted(BRAINS))})") from None
-    return factory(settings)

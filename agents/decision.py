@@ -17,7 +17,7 @@ from testcurator.errors import BrainError
 from testcurator.vocab import Mode
 
 # Who decided: the LLM brain's own answers, and what its fallback decided in their place
-# (agents/llm.py); a fallback's reason and evidence say why, BUDGET_SPENT when the run's
+# (agents/llm/brain.py); a fallback's reason and evidence say why, BUDGET_SPENT when the run's
 # time budget for the model ran out (the report counts the causes).
 LLM_BRAIN = "llm"
 FALLBACK_BRAIN = "llm->offline"

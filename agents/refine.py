@@ -4,7 +4,7 @@ The draft runs with every non-skipped test as ``mandatory_success`` (xfail marks
 raw outcomes). Each test's instantiated variants become :class:`ExecutionRecord`s (one
 outcome per attempt, the failure class and its evidence line), and the brain's refine
 rules turn them into the corrected decisions. Which rules, and why, is documented in
-agents/offline.py.
+agents/offline/brain.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from testcurator.agents.brain import Brain, BrainContext, BucketRequest, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import UNEXPECTED_PASS, TestKey
 
 

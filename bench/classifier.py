@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from testcurator.runner.classify import classify
+from testcurator.runner.results.classify import classify
 
 FAULT_SCRIPT = (
     "import faulthandler, sys, ctypes, time\n"

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_tree import generate
 from testcurator.pipelines.context import RunContext
-from testcurator.pipelines.run import run_nightly
+from testcurator.pipelines.nightly.run import run_nightly
 
 STAGES = ("scope", "memory", "bucket", "refine", "emit", "verify")
 EXAMPLE_TREE = REPO / "examples" / "upstream"

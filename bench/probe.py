@@ -31,9 +31,9 @@ from typing import Any
 
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.evaluate import decisions_by_key
-from testcurator.pipelines.run import run_nightly
+from testcurator.pipelines.nightly.run import run_nightly
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.records import read_jsonl
+from testcurator.runner.results.records import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_TREE = REPO / "examples" / "upstream"

@@ -63,10 +63,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_tree import generate
 from pipeline import GEN_BACKEND, collectable
 from testcurator.memory import capture_run, capture_shards, stage
-from testcurator.pipelines import nightly, steps
+from testcurator.pipelines.nightly import graph as nightly
+from testcurator.pipelines.nightly import steps
 from testcurator.pipelines.context import RunContext
-from testcurator.pipelines.run import run_nightly
-from testcurator.runner.durations import DurationStore
+from testcurator.pipelines.nightly.run import run_nightly
+from testcurator.runner.shards.durations import DurationStore
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 STEPS = ("scope", "memory (all)", "index", "static map", "device map", "capture: tests", "capture: after tests", "op map ingest", "evidence",

@@ -48,11 +48,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_tree import generate, touch_tests
-from testcurator.agents.offline import OfflineBrain
+from testcurator.agents.offline.brain import OfflineBrain
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.report import ordered_timings
-from testcurator.pipelines.run import run_nightly
-from testcurator.pipelines.upgrade import UpgradeOptions, run_upgrade
+from testcurator.pipelines.nightly.run import run_nightly
+from testcurator.pipelines.upgrade.workflow import UpgradeOptions, run_upgrade
 from testcurator.runner.warm import WarmPytest
 from typing_extensions import Self
 

@@ -48,9 +48,23 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def _register_groups() -> None:
     # Explicit registry: a newcomer reads here which module owns which command.
-    from testcurator.cli import (ci_cmds, config_cmds, durations_cmds, eval_cmds, exec_cmds, import_cmds, llm_cmds,
-                                 memory_cmds, ops_cmds, probe_cmds, profile_cmds, report_cmds, review_cmds, run_cmds,
-                                 shards_cmds, tiers_cmds, upgrade_cmds)
+    from testcurator.cli.groups import ci as ci_cmds
+    from testcurator.cli.groups import config as config_cmds
+    from testcurator.cli.groups import durations as durations_cmds
+    from testcurator.cli.groups import eval as eval_cmds
+    from testcurator.cli.groups import exec as exec_cmds
+    from testcurator.cli.groups import importing as import_cmds
+    from testcurator.cli.groups import llm as llm_cmds
+    from testcurator.cli.groups import memory as memory_cmds
+    from testcurator.cli.groups import ops as ops_cmds
+    from testcurator.cli.groups import probe as probe_cmds
+    from testcurator.cli.groups import profile as profile_cmds
+    from testcurator.cli.groups import report as report_cmds
+    from testcurator.cli.groups import review as review_cmds
+    from testcurator.cli.groups import run as run_cmds
+    from testcurator.cli.groups import shards as shards_cmds
+    from testcurator.cli.groups import tiers as tiers_cmds
+    from testcurator.cli.groups import upgrade as upgrade_cmds
 
     for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, report_cmds,
                    review_cmds, import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds,

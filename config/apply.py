@@ -17,7 +17,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile
+from testcurator.config.resolve import LoadedConfig, ResolvedEntry, ResolvedFile
 from testcurator.config.params import excluded_param
 from testcurator.config.schema import Capabilities, DtypeRef, Edits, OpRef
 from testcurator.errors import Location

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testcurator.config.loader import LoadedConfig, ResolvedEntry, _load, paused_gc, problem_order, validate
+from testcurator.config.loader import _load, paused_gc, problem_order, validate
+from testcurator.config.resolve import LoadedConfig, ResolvedEntry
 from testcurator.config.upstream_names import TestFacts, test_facts, variant_names
 from testcurator.errors import Problem
 from testcurator.vocab import split_name

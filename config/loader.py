@@ -4,8 +4,9 @@ Every problem is collected, not just the first, and reported as ``file:line:col:
 message``; :func:`load_config` raises :class:`~testcurator.errors.ConfigError` carrying
 them all. :func:`validate` goes further: a document with schema errors is checked as far as
 it loads (its invalid parts pruned from the node tree, so every position stays the one in
-the file), and its names get their checks in the same run. Paths expand ``${TORCH_ROOT}`` and any other ``${VAR}`` from the environment;
-a relative path resolves against the torch root (or, without one, the config's folder).
+the file), and its names get their checks in the same run. The merge of the parsed
+documents into a :class:`~testcurator.config.resolve.LoadedConfig`, and how their paths
+expand, are ``resolve.py``'s: this module calls it, never the other way.
 """
 
 from __future__ import annotations
@@ -13,70 +14,21 @@ from __future__ import annotations
 import copy
 import gc
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry
+from testcurator.config.resolve import LoadedConfig, expand_path, merge_documents
+from testcurator.config.schema import ConfigDocument, FileEntry
 from testcurator.config.yamlio import child, locate, node_at, read_yaml, to_data
 from testcurator.errors import ConfigError, Location, Problem
 
 M = TypeVar("M", bound=BaseModel)
 CONFIG_SUFFIXES = (".yaml", ".yml")
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass(frozen=True)
-class ResolvedEntry:
-    """One ``tests`` entry with where it came from and the reason written above it."""
-
-    names: tuple[str, ...]
-    mode: str
-    edits: Edits | None
-    reason: str | None
-    location: Location
-
-
-@dataclass(frozen=True)
-class ResolvedFile:
-    """One ``files`` entry, its path resolved and its capabilities made effective."""
-
-    raw_path: str
-    resolved_path: Path
-    unlisted_test_mode: str
-    capabilities: Capabilities
-    entries: tuple[ResolvedEntry, ...]
-    location: Location
-    by_name: dict[str, ResolvedEntry] = field(default_factory=dict, compare=False, repr=False)
-    labels: tuple[str, ...] = ()  # its document's labels and its own (--curate-labels)
-
-    def entry_for(self, generic: str) -> ResolvedEntry | None:
-        """The entry naming ``generic`` exactly (never a prefix or substring)."""
-        return self.by_name.get(generic)
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A whole config: every document, merged."""
-
-    sources: tuple[Path, ...]
-    labels: tuple[str, ...]
-    unlisted_file_mode: str
-    files: tuple[ResolvedFile, ...]
-    _by_path: dict[str, ResolvedFile] = field(default_factory=dict, compare=False, repr=False)
-
-    def file_for(self, path: Path | str) -> ResolvedFile | None:
-        """The entry for an upstream test file, compared by real path."""
-        return self._by_path.get(_key(Path(path)))
-
-
-def _key(path: Path) -> str:
-    return os.path.realpath(path)
 
 
 def config_files(path: Path) -> list[Path]:
@@ -189,20 +141,6 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
-def expand_path(raw: str, torch_root: Path | None, base: Path) -> tuple[Path | None, str | None]:
-    """Expand ``${VAR}``s; returns (path, None) or (None, the problem)."""
-    env = dict(os.environ)
-    if torch_root is not None:
-        env["TORCH_ROOT"] = str(torch_root)
-    missing = [v for v in _VAR_RE.findall(raw) if v not in env]
-    if missing:
-        return None, f"path {raw!r} uses undefined variable ${{{missing[0]}}} (set it, or pass --torch-root for TORCH_ROOT)"
-    path = Path(_VAR_RE.sub(lambda m: env[m.group(1)], raw)).expanduser()
-    if not path.is_absolute():
-        path = (torch_root if torch_root is not None else base) / path
-    return path, None
-
-
 def load_config(
     paths: Path | Iterable[Path], *, torch_root: Path | None = None, check_paths: bool = False
 ) -> LoadedConfig:
@@ -220,8 +158,6 @@ def _load(
     """Every document and every problem; with ``salvage``, a document with schema errors
     joins the merge as far as it validates (:func:`salvaged`), else a :class:`NotChecked`
     says its names were not checked."""
-    from testcurator.config.resolve import merge_documents
-
     roots = [paths] if isinstance(paths, Path) else list(paths)
     problems: list[Problem] = []
     docs: list[tuple[Path, ConfigDocument, Any]] = []
@@ -423,11 +359,7 @@ def upstream_path_problems(path: Path, root: Path | None, allow_outside_root: bo
 
 __all__ = [
     "FileEntry",
-    "LoadedConfig",
-    "ResolvedEntry",
-    "ResolvedFile",
     "config_files",
-    "expand_path",
     "NotChecked",
     "load_config",
     "load_model",

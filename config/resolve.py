@@ -1,31 +1,99 @@
-"""Merge parsed config documents into one :class:`LoadedConfig`, with semantic checks.
+"""The resolved config (:class:`LoadedConfig`, :class:`ResolvedFile`, :class:`ResolvedEntry`)
+and the merge of parsed documents into it, with semantic checks.
+
+The types live here, beside the one function that builds them, so that the loader (which
+parses files and then calls :func:`merge_documents`) and every consumer (``apply.py``, the
+curate plugin, the pipelines) import them from a module that imports no loader: this
+module never parses a file itself.
 
 Checks beyond the schema: a path that does not expand or (for ``validate``) does not
 exist, the same upstream file listed twice, the same test listed twice in one file, a
 dtype both excluded and included, documents that disagree on ``unlisted_file_mode``.
+Paths expand ``${TORCH_ROOT}`` and any other ``${VAR}`` from the environment
+(:func:`expand_path`); a relative path resolves against the torch root (or, without one,
+the config's folder).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.loader import (
-    LoadedConfig,
-    ResolvedEntry,
-    ResolvedFile,
-    _key,
-    expand_path,
-)
-from testcurator.config.schema import Capabilities, ConfigDocument, FileEntry, TestEntry
+from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry, TestEntry
 from testcurator.config.yamlio import locate, node_at, position
 from testcurator.config.upstream_names import defined_tests, variant_names
 from testcurator.errors import Location, Problem
 from testcurator.names import instantiated_hint
 
 DEFAULT_UNLISTED_FILE_MODE = "skip"
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class ResolvedEntry:
+    """One ``tests`` entry with where it came from and the reason written above it."""
+
+    names: tuple[str, ...]
+    mode: str
+    edits: Edits | None
+    reason: str | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class ResolvedFile:
+    """One ``files`` entry, its path resolved and its capabilities made effective."""
+
+    raw_path: str
+    resolved_path: Path
+    unlisted_test_mode: str
+    capabilities: Capabilities
+    entries: tuple[ResolvedEntry, ...]
+    location: Location
+    by_name: dict[str, ResolvedEntry] = field(default_factory=dict, compare=False, repr=False)
+    labels: tuple[str, ...] = ()  # its document's labels and its own (--curate-labels)
+
+    def entry_for(self, generic: str) -> ResolvedEntry | None:
+        """The entry naming ``generic`` exactly (never a prefix or substring)."""
+        return self.by_name.get(generic)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A whole config: every document, merged."""
+
+    sources: tuple[Path, ...]
+    labels: tuple[str, ...]
+    unlisted_file_mode: str
+    files: tuple[ResolvedFile, ...]
+    _by_path: dict[str, ResolvedFile] = field(default_factory=dict, compare=False, repr=False)
+
+    def file_for(self, path: Path | str) -> ResolvedFile | None:
+        """The entry for an upstream test file, compared by real path."""
+        return self._by_path.get(_key(Path(path)))
+
+
+def _key(path: Path) -> str:
+    return os.path.realpath(path)
+
+
+
+def expand_path(raw: str, torch_root: Path | None, base: Path) -> tuple[Path | None, str | None]:
+    """Expand ``${VAR}``s; returns (path, None) or (None, the problem)."""
+    env = dict(os.environ)
+    if torch_root is not None:
+        env["TORCH_ROOT"] = str(torch_root)
+    missing = [v for v in _VAR_RE.findall(raw) if v not in env]
+    if missing:
+        return None, f"path {raw!r} uses undefined variable ${{{missing[0]}}} (set it, or pass --torch-root for TORCH_ROOT)"
+    path = Path(_VAR_RE.sub(lambda m: env[m.group(1)], raw)).expanduser()
+    if not path.is_absolute():
+        path = (torch_root if torch_root is not None else base) / path
+    return path, None
 
 
 def effective_capabilities(top: Capabilities | None, per_file: Capabilities | None) -> Capabilities:

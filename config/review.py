@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile, config_files, load_config, load_model
+from testcurator.config.loader import config_files, load_config, load_model
+from testcurator.config.resolve import LoadedConfig, ResolvedEntry, ResolvedFile
 from testcurator.config.schema import Capabilities, ConfigDocument, Edits
 from testcurator.errors import BadInputError
 from testcurator.vocab import MODES_BY_STRICTNESS

@@ -9,6 +9,10 @@ fetched from anywhere), read in a browser at a glance:
   never break inside, the reason, and links to the config lines;
 - "Config lines": the entry and its comment, as written on each side, with line numbers;
   every evidence link jumps there and highlights it.
+
+Its words (marks, the arrow, the phrases of a change) are ``review_words.py``'s, the same
+as every other rendering's; :func:`testcurator.config.review_render.render` calls
+:func:`to_html` for ``--format html``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import html
 import re
 
 from testcurator.config.review import ReviewReport, TestChange
-from testcurator.config.review_render import (ARROW, KIND_MARK, LOST, NO_REASON, STALE, arrow, change_item, edit_parts,
-                                              file_kind, headline, transition, what)
+from testcurator.config.review_words import (ARROW, KIND_MARK, LOST, NO_REASON, STALE, arrow, change_item, edit_parts,
+                                             file_kind, headline, transition, what)
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1280px;padding:0 1em;color:#1f2328}
 h1{font-size:1.35em;margin:0 0 .3em}h2{font-size:1.1em;margin-top:1.6em}code{font:12.5px ui-monospace,monospace}

@@ -6,8 +6,9 @@ same bytes. Every rendering leads with what a reviewer must see first: how many 
 ``mandatory_success`` and which, and modes that changed under an unchanged reason; then a
 legend; then per file and test what changed, edits as ``+added`` / ``-removed`` items, and
 where each entry is written. Test names are never cut: they wrap at ``::``, ``/`` and ``_``
-(``config/wrap.py``). One arrow, ``->``, in every rendering; a side without a value says what
-it means (``unlisted (skip)``, ``file not in config``, ``no reason given``), never ``None``.
+(``config/wrap.py``). What each change says (marks, the one arrow ``->``, the phrases) is
+``review_words.py``'s, shared with the HTML page; :func:`render` picks the format, so this
+module imports ``review_html.py`` and never the other way.
 """
 
 from __future__ import annotations
@@ -20,111 +21,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from testcurator.config.review import FileChange, ReviewReport, TestChange
+from testcurator.config.review import ReviewReport, TestChange
+from testcurator.config.review_html import to_html
+from testcurator.config.review_words import (ARROW, KIND_MARK, LEGEND, LOST, STALE, arrow, change_item, edit_parts,
+                                             evidence, file_heading, file_kind, headline, lost_list, marks, reason,
+                                             stale_list, transition, what)
 from testcurator.config.wrap import Wrapped
 
 FORMATS = ("terminal", "markdown", "html", "json")
-KIND_MARK = {"added": "+", "removed": "-", "changed": "~"}
-LOST, STALE = "✖", "⚠"
-LEGEND = (f"+ added, - removed, ~ changed test; {LOST} loses mandatory_success; "
-          f"{STALE} mode changed but its reason did not; edits: +item added, -item removed")
-LIST_LIMIT = 20
-ARROW = "->"
-NOT_IN_CONFIG = "file not in config"  # review.py's effective mode "absent": the file has no entry on that side
-NO_REASON = "(no reason given)"
-
-
-def side_mode(mode: str | None, effective: str) -> str:
-    """A test's mode on one side: its entry's, else what applies to it unlisted."""
-    if mode:
-        return mode
-    return NOT_IN_CONFIG if effective == "absent" else f"unlisted ({effective})"
-
-
-def arrow(t: TestChange) -> str:
-    old = side_mode(t.old_mode, t.old_effective)
-    new = side_mode(t.new_mode, t.new_effective)
-    return old if old == new else f"{old} {ARROW} {new}"
-
-
-def transition(key: str) -> str:
-    """A summary transition (``mandatory_success -> skip``; ``absent`` said in words)."""
-    return " -> ".join(NOT_IN_CONFIG if side == "absent" else side for side in key.split(" -> "))
-
-
-def change_item(item: str) -> str:
-    """``+ supported_dtypes int64`` / ``- label x`` in words (``added ...``, ``removed ...``):
-    a leading ``-`` would read as a nested list item in markdown."""
-    if item.startswith(("+ ", "- ")):
-        return ("added " if item[0] == "+" else "removed ") + item[2:]
-    return item
-
-
-def what(t: TestChange) -> str:
-    return t.kind if t.kind != "changed" else "changed: " + ", ".join(t.aspects)
-
-
-def edit_parts(t: TestChange) -> list[str]:
-    """``+exclude dtype int64``, ``-exclude dtype bool``; unchanged edits without a sign."""
-    if t.kind == "removed":
-        return []
-    if t.edits_added or t.edits_removed:
-        return [f"+{e}" for e in t.edits_added] + [f"-{e}" for e in t.edits_removed]
-    return [t.new_edits] if t.new_edits else []
-
-
-def reason(t: TestChange) -> str:
-    if t.kind == "removed":
-        return t.old_reason or ""
-    if t.stale_reason:
-        return f"{STALE} unchanged although the mode changed: {t.new_reason}"
-    if "reason" in t.aspects:
-        return f"{t.new_reason or NO_REASON} (was: {t.old_reason or NO_REASON})"
-    return t.new_reason or ""
-
-
-def marks(t: TestChange) -> str:
-    return (LOST if t.lost_mandatory else "") + (STALE if t.stale_reason else "")
-
-
-def evidence(t: TestChange) -> str:
-    return " / ".join(x for x in (f"new {t.new_where}" if t.new_where else "", f"old {t.old_where}" if t.old_where else "") if x)
-
-
-def headline(report: ReviewReport) -> str:
-    """The ten-second summary."""
-    s = report.summary
-    lost = f"{s.mandatory_lost} of {s.mandatory_before} mandatory_success test(s) lose that mode"
-    stale = f"; {s.stale_reasons} mode change(s) under an unchanged reason" if s.stale_reasons else ""
-    return (f"{lost}{stale}; {s.added} added, {s.removed} removed, {s.changed} changed test(s) "
-            f"in {len(report.files)} file(s)")
-
-
-def summary_lines(report: ReviewReport) -> list[str]:
-    return [headline(report)]
-
-
-def lost_list(report: ReviewReport, limit: int = LIST_LIMIT) -> list[str]:
-    names = list(report.summary.lost_tests)
-    return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
-
-
-def stale_list(report: ReviewReport, limit: int = LIST_LIMIT) -> list[str]:
-    names = [f"{f.raw_path}::{t.name}" for f in report.files for t in f.tests if t.stale_reason]
-    return names[:limit] + ([f"... and {len(names) - limit} more"] if len(names) > limit else [])
-
-
-def file_heading(f: FileChange) -> str:
-    return f"{f.raw_path}: {file_kind(f)}"
-
-
-def file_kind(f: FileChange) -> str:
-    """``changed (unlisted_test_mode skip -> xfail)``, ``added (unlisted_test_mode skip)``, ``removed``."""
-    if f.kind == "added":
-        return f"added (unlisted_test_mode {f.new_unlisted})"
-    if f.kind == "changed" and f.old_unlisted != f.new_unlisted:
-        return f"changed (unlisted_test_mode {f.old_unlisted} {ARROW} {f.new_unlisted})"
-    return f.kind
 
 
 # --- markdown -------------------------------------------------------------------------------
@@ -242,8 +146,6 @@ def render(report: ReviewReport, fmt: str, *, width: int = 160) -> str:
     if fmt == "markdown":
         return to_markdown(report)
     if fmt == "html":
-        from testcurator.config.review_html import to_html
-
         return to_html(report)
     if fmt == "json":
         return to_json(report)

@@ -204,14 +204,6 @@ def _check_one(path: Path, rel: str, prev: FileState | None, stats: BuildStats,
     return None
 
 
-def embedding_texts(store: MemoryStore) -> dict[str, str]:
-    """content hash -> text to embed: the summary of the first test (by name) with that hash."""
-    texts: dict[str, str] = {}
-    for content_hash, _generic, summary in store.iter_hash_texts():
-        texts.setdefault(content_hash, summary)
-    return texts
-
-
 def build(
     torch_root: Path | str,
     files: Sequence[str] | None = None,
@@ -245,7 +237,7 @@ def build(
         if stats.tests_total == 0:
             raise BadInputError(f"no tests found in {len(listed)} file(s) under {root}")
         if embed:
-            from testcurator.memory.embeddings import EmbeddingStore
+            from testcurator.memory.embeddings import EmbeddingStore, embedding_texts
 
             emb_progress = (lambda d, t: progress("embed", d, t)) if progress is not None else None
             embeddings = EmbeddingStore(state)

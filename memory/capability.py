@@ -20,7 +20,7 @@ from testcurator.errors import MemoryStoreError
 from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import is_host_call, split_key
-from testcurator.runner.probe import REPLAY_VERSION, ProbeResult
+from testcurator.runner.probe.replay import REPLAY_VERSION, ProbeResult
 from testcurator.vocab import PROBE_GAPS, TestKey
 
 CAPABILITY_DB = "capability.sqlite"

@@ -24,8 +24,8 @@ from testcurator.files import atomic_write_text
 from testcurator.memory.capture_select import Selection, project, select
 from testcurator.memory.capture_shards import run_capture
 from testcurator.plugin.oprecord import OpRecord, read_records
-from testcurator.runner.durations import DurationStore
-from testcurator.runner.executors import Executor
+from testcurator.runner.shards.durations import DurationStore
+from testcurator.runner.shards.executors import Executor
 from testcurator.runner.ticker import LineCounter, Ticker
 from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey

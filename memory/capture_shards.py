@@ -30,11 +30,11 @@ from pathlib import Path
 
 from testcurator.errors import ExecutionError
 from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
-from testcurator.runner.durations import DurationStore
+from testcurator.runner.shards.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
-from testcurator.runner.executors import Executor, Job
+from testcurator.runner.shards.executors import Executor, Job
 from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pass_fault
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.runner.warm import WarmPytest
 from testcurator.sharding import file_of, least_duration
 

@@ -8,6 +8,9 @@ function that downloads a model from the internet.
 
 chromadb's embedded client is not process-safe (concurrent writers lose vectors silently),
 so writes take an exclusive lock file; a second writer gets a clear error instead.
+
+What each hash's vector is of, :func:`embedding_texts`, is read from the memory store
+(``store.py``); this module imports nothing else of memory.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from testcurator.errors import BadInputError, MemoryStoreError
+
+if TYPE_CHECKING:
+    from testcurator.memory.store import MemoryStore
 
 COLLECTION = "tests"
 ADD_BATCH = 512  # well under chromadb's 5461-per-add limit; also the progress granularity
@@ -85,6 +91,19 @@ def get_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
         return EMBEDDERS[name]()
     except KeyError:
         raise BadInputError(f"unknown embedder {name!r}; known: {sorted(EMBEDDERS)}") from None
+
+
+def embedding_texts(store: MemoryStore) -> dict[str, str]:
+    """content hash -> text to embed: the summary of the first test (by name) with that hash.
+
+    Here, beside the vectors it feeds, so that a build (builder.py) and a re-embed after the
+    summaries changed (summaries.py :func:`~testcurator.memory.summaries.reembed`) embed the
+    same texts from the store without either importing the other.
+    """
+    texts: dict[str, str] = {}
+    for content_hash, _generic, summary in store.iter_hash_texts():
+        texts.setdefault(content_hash, summary)
+    return texts
 
 
 @dataclass(frozen=True)

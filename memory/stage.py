@@ -3,7 +3,7 @@
 Three sources, each cheap on a rerun:
 1. the tree-sitter index, summaries and embeddings (testcurator.memory.builder, incremental;
    the pipeline builds embeddings after the summaries, which the LLM brain may write:
-   ``pipelines/nightly.py``);
+   ``pipelines/nightly/graph.py``);
 2. a collect-only pass with the capture plugin (:func:`collect_static`): every instance's
    generic name, device, dtype, OpInfo op and ModuleInfo, before anything runs (the static
    op map): PyTorch's device-generic machinery instantiates them from the real
@@ -48,7 +48,7 @@ from testcurator.plugin.only import write_keys
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.command import RunSpec, build_env, pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.eventlog import EventFold, EventTail
-from testcurator.runner.executors import Executor
+from testcurator.runner.shards.executors import Executor
 from testcurator.runner.reconcile import PYTEST_FINISHED, pytest_message
 from testcurator.runner.ticker import Ticker, duration
 from testcurator.runner.warm import WarmPytest
@@ -229,7 +229,7 @@ def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path,
         records = read_capture([static, captured])  # read once: for the op map and the evidence
         _ingest(state_dir, records)
         write_evidence(work / EVIDENCE, gather(records))
-    # Files that do not import are decided as a whole (pipelines/steps.py), never per test.
+    # Files that do not import are decided as a whole (pipelines/nightly/steps.py), never per test.
     return {**_figures(stats, captured is not None), "import_errors": import_errors(work), "capture": figures}
 
 

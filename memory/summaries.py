@@ -4,7 +4,7 @@ Built only from what the index saw: the test's name and class split into words, 
 docstring's first paragraph, what its decorators say (dtypes, ops, parametrisation,
 device restrictions, skips) and the torch symbols it calls. The same record always gives
 the same text, so a rebuild never churns embeddings. When the LLM brain is on, the model
-writes the summary instead (agents/llm_summaries.py, through
+writes the summary instead (agents/llm/summaries.py, through
 :meth:`testcurator.memory.api.Memory.set_summary`, keyed by content hash); :func:`reembed`
 then brings the embeddings up to the new texts.
 
@@ -108,8 +108,7 @@ def reembed(state_dir: Path, store: MemoryStore, changed: Iterable[str]) -> Sync
     it, or it went back to the offline one) keeps its old vector until it is dropped: drop
     ``changed``, then sync (which embeds every hash without a vector).
     """
-    from testcurator.memory.builder import embedding_texts
-    from testcurator.memory.embeddings import EmbeddingStore
+    from testcurator.memory.embeddings import EmbeddingStore, embedding_texts
 
     embeddings = EmbeddingStore(state_dir)
     try:

@@ -1,13 +1,17 @@
 """testcurator.pipelines: the LangGraph graph and the workflows built on the stages.
 
-The nightly graph (``nightly.py``, its state ``state.py``, its run context ``context.py``,
-its run directory ``store.py``, the work behind its nodes ``steps.py``, starting and
-resuming it ``run.py``), emission of configs (``emit.py``) and the report (``report.py``);
-the workflows: ``upgrade`` (``upgrade*.py``), ``enable-op`` (``enable_op*.py``), refine from
-results made elsewhere (``rebucket.py``), and importing/exporting other teams' skip lists
-(``importers.py``, ``exporters.py``, ``skiplist_readers.py``).
+What every workflow shares: the run context (``context``), the run directory (``store``),
+the brain's stages on one file (``decide``), emission of configs (``emit``, checked before
+disk by ``emit_guard``), the probe step (``probe``), the report (``report``, the brains'
+comparison ``brain_report``, reasons checked against results ``reason_check``), ``eval``
+(``evaluate``), validation level 3 (``validate_tree``), tiers (``tiers``), the shard plan
+(``shard_plan``) and the generated GitHub workflow (``ci_github``).
+
+The workflows, one subpackage or module each: the nightly graph (``nightly/``),
+``upgrade`` (``upgrade/``), ``enable-op`` (``enable_op/``), importing and exporting other
+teams' skip lists (``migrate/``) and refine from results made elsewhere (``rebucket``).
 
 Layer: below cli only. May import ``testcurator.agents``, ``memory``, ``runner``,
 ``plugin``, ``config``, ``prompts`` and the core modules; never ``cli``. The workflows
-beside the nightly graph do not import each other.
+beside the nightly graph do not import each other (``upgrade`` reruns the nightly graph).
 """

@@ -43,7 +43,7 @@ def _decisions(store: RunStore, stage: str, files: list[str]) -> tuple[Counter[s
 
 
 def _cause(evidence: tuple[str, ...]) -> str:
-    """Why the LLM's decision was not taken, from the fallback's evidence (agents/llm.py)."""
+    """Why the LLM's decision was not taken, from the fallback's evidence (agents/llm/brain.py)."""
     notes = " ".join(e for e in evidence if e.startswith("llm: "))
     for needle, cause in ((BUDGET_SPENT, "time budget spent"), ("endpoint down", "endpoint down"),
                           ("endpoint error", "endpoint error"), ("invalid answer", "invalid answer"),

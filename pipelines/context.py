@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents.brain import BackendContext, Brain, BrainSettings, make_brain
+from testcurator.agents.brain import BackendContext, Brain, BrainSettings
+from testcurator.agents.registry import make_brain
 from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError, MissingPathError
@@ -57,8 +58,8 @@ class RunContext:
     timeout: float = _field("Seconds before a hanging test is killed.", default=300.0)
     retries: int = _field("Reruns of failing tests (flaky vs consistent).", default=1)
     executor: str = _field("Where the heavy steps (CPU op capture, draft execution, verification) run: "
-                           "local or ray (runner/executors.py).", default="local")
-    shards: int = _field("How many shards each heavy step is split into (runner/shardrun.py).", default=1)
+                           "local or ray (runner/shards/executors.py).", default="local")
+    shards: int = _field("How many shards each heavy step is split into (runner/shards/run.py).", default=1)
     only_tests: frozenset[TestKey] | None = _field(
         "Delta mode (testcurator upgrade): only these tests are bucketed, run, refined and emitted; "
         "every other entry of the configs is left as it is. None: all tests.", default=None)
@@ -142,7 +143,7 @@ def _brain(name: str, state_dir: Path, llm_base_url: str | None, llm_model: str 
            say: Say | None) -> Brain:
     llm = None
     if name == "llm":
-        from testcurator.agents.llm_client import LLMSettings
+        from testcurator.config.llm import LLMSettings
 
         llm = LLMSettings.from_env(base_url=llm_base_url, model=llm_model, budget_s=llm_budget_s)
         if llm is None:

@@ -33,7 +33,7 @@ from testcurator.agents.brain import ExecutionRecord, op_matches
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.records import read_jsonl
+from testcurator.runner.results.records import read_jsonl
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, TestKey
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
@@ -105,7 +105,7 @@ class BrainSource:
         self.usage: Any = None  # the brain's usage after predict (LLM calls made for the eval)
 
     def predict(self, run: EvalRun) -> dict[TestKey, Prediction]:
-        from testcurator.pipelines import steps
+        from testcurator.pipelines import decide
         from testcurator.pipelines.context import RunContext
 
         ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
@@ -114,7 +114,7 @@ class BrainSource:
         store = RunStore(run.run_dir)
         out: dict[str, Prediction] = {}
         for rel in run.files:  # the bucket step itself, on the run's evidence and human edits
-            out.update({TestKey.of(rel, d.test): Prediction.of(d) for d in steps.bucket(ctx, store, rel)})
+            out.update({TestKey.of(rel, d.test): Prediction.of(d) for d in decide.bucket(ctx, store, rel)})
         self.usage = ctx.brain.usage
         return out
 

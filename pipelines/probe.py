@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.decision import Decision
-from testcurator.agents.offline_probe import from_probe
+from testcurator.agents.offline.probe import from_probe
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.memory.capability import (
-    CapabilityTable, ProbeEvidence, backend_version, probe_evidence, write_probe_evidence,
+    CapabilityTable, backend_version, probe_evidence, write_probe_evidence,
 )
 from testcurator.memory.opmap import OpMap
-from testcurator.runner.probe import NO_EXAMPLE, ProbeSpec, probe_calls
+from testcurator.runner.probe.replay import NO_EXAMPLE, ProbeSpec, probe_calls
 from testcurator.runner.ticker import Ticker, duration
 from testcurator.vocab import PROBE_STATUSES, TestKey
 

@@ -30,7 +30,7 @@ from testcurator.agents.refine import group_records
 from testcurator.config.apply import OWN_SKIP
 from testcurator.names import every
 from testcurator.pipelines.evaluate import Prediction, judge
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import TestKey
 
 #: A held-back reason that makes no claim about the device's result.
@@ -87,7 +87,7 @@ def _contradiction(prediction: Prediction, reason: str, variants: Sequence[Execu
     quoted = _QUOTED.search(reason)
     failed = [v for v in variants if v.consistently_failed and v.message]
     if quoted and failed and prediction.mode != "mandatory_success":
-        # Reasons quote single-spaced (agents/offline_rules.quote): compare so.
+        # Reasons quote single-spaced (agents/offline/rules.quote): compare so.
         text = _spaced(quoted["text"]).rstrip(".")[:40]
         if not any(text in _spaced(v.message) or _same_signal(quoted["text"], v.message) for v in failed):
             return "error", f"the variants that failed show `{_first(failed[0].message)}`"
@@ -147,7 +147,7 @@ def check_run(run_dir: Path, configs_dir: Path, torch_root: Path, files: Sequenc
     from testcurator.config.layout import config_path
     from testcurator.config.loader import load_config
     from testcurator.runner.reconcile import is_infrastructure
-    from testcurator.runner.records import read_jsonl
+    from testcurator.runner.results.records import read_jsonl
 
     records = [r for parts in RESULTS if (path := run_dir.joinpath(*parts)).exists()
                for r in read_jsonl(path) if not is_infrastructure(r)]

@@ -3,7 +3,7 @@
 The production case: the device sits on a CI runner, which uploads JUnit XML (pytest's,
 or PyTorch's run_test.py's) or our results.jsonl. Each test with results becomes a refine
 request whose previous decision is what the config says now; the brain's refine rules
-(agents/offline.py, documented there) decide, and every entry whose mode or edits change
+(agents/offline/brain.py, documented there) decide, and every entry whose mode or edits change
 is rewritten with the new reason as its comment. Entries without results are untouched.
 
 Who wrote an entry matters: one the pipeline wrote and nobody changed since (its fingerprint
@@ -25,10 +25,11 @@ from testcurator.agents.decision import CONFIG_BRAIN, Decision
 from testcurator.agents.refine import execution_record
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.layout import config_path as config_path_of
-from testcurator.config.loader import LoadedConfig, ResolvedEntry, ResolvedFile, load_config
+from testcurator.config.loader import load_config
+from testcurator.config.resolve import LoadedConfig, ResolvedEntry, ResolvedFile
 from testcurator.config.params import config_value, param_ref
 from testcurator.pipelines.emit import SIDECAR, entry_for, fingerprint, load_sidecar, save_sidecar
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import TestKey
 
 

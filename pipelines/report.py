@@ -28,7 +28,7 @@ from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.probe import overturned
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.records import TestRecord, read_jsonl
+from testcurator.runner.results.records import TestRecord, read_jsonl
 from testcurator.vocab import HELD_BACK_MODES, MODES, TestKey
 
 STAGE_ORDER = ("scope", "memory", "probe", "bucket", "refine", "emit", "verify", "report")

@@ -2,7 +2,7 @@
 
 1. **Feature groups**: each test file goes to its area of the test tree (eager ops,
    autograd, inductor, distributed, ...), the same areas the scope stage reasons with
-   (``agents/offline_scope.AREAS``); the outermost matching path component wins, so
+   (``agents/offline/scope.AREAS``); the outermost matching path component wins, so
    ``test/inductor/test_compile_x.py`` is ``inductor``. Unmatched files are ``other``.
 2. **Duration cap**: a group whose expected time exceeds ``max_job_s`` gets
    ``ceil(total / max_job_s)`` shards, so no job runs longer than the cap (when durations
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testcurator.agents.offline_scope import path_facts
+from testcurator.agents.offline.scope import path_facts
 from testcurator.errors import BadInputError
 from testcurator.sharding import DEFAULT_DURATION_S, ShardRef, file_of
 

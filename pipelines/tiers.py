@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.config.apply import decide
-from testcurator.config.loader import LoadedConfig
+from testcurator.config.resolve import LoadedConfig
 from testcurator.files import atomic_write_text
 from testcurator.memory.opmap import OpRecord
 from testcurator.names import TestIdentity

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.config.levels import TreeProblem, level2, load_for_levels
-from testcurator.config.loader import ResolvedEntry, validate
+from testcurator.config.loader import validate
+from testcurator.config.resolve import ResolvedEntry
 from testcurator.errors import Problem
 from testcurator.names import split_dtypes
 from testcurator.plugin.curate import wholly_skipped

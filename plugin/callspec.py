@@ -8,7 +8,7 @@ integer and bool tensors, where they are indices or masks that must stay in rang
 scalars, dtypes, devices, layouts and memory formats as they were; a storage argument (``set_``
 rebuilding a tensor in ``torch.load`` or ``copy.deepcopy``, a storage's ``copy_``) by its byte
 size. The probe
-(runner/probe_worker.py) rebuilds the call from it with fresh values, once on CPU and once
+(runner/probe/replay_worker.py) rebuilds the call from it with fresh values, once on CPU and once
 on the device, from the same inputs.
 
 Bounded: a call whose arguments hold something else (a generator, a sparse or quantized

@@ -32,7 +32,7 @@ import pytest
 
 from testcurator.plugin.callspec import call_key, example
 from testcurator.plugin.compile_capture import CompileCapturePlugin
-from testcurator.plugin.oprecord import OpRecord, capture_parts
+from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
@@ -134,16 +134,6 @@ def _recorder_class() -> type:
     return OpRecorder
 
 
-def op_name(func: Any) -> str:
-    """``aten.add.Tensor`` (an OpOverload) -> ``aten::add.Tensor``; ``cond`` (a
-    higher-order operator, which has no namespace in its name) -> ``higher_order::cond``."""
-    name = getattr(func, "name", None)
-    text = name() if callable(name) else str(func)
-    if "::" not in text:
-        text = f"higher_order::{text}"
-    return text[: -len(".default")] if text.endswith(".default") else text
-
-
 def opinfo_aten(op: Any) -> str | None:
     """The aten op behind an OpInfo (``aten::add``), when aten has one by that name."""
     import torch
@@ -170,7 +160,7 @@ def _param_op(item: pytest.Item) -> Any:
 
 def identity_fields(item: pytest.Item) -> dict[str, Any]:
     """generic/device/dtype/op/module of an item, named exactly as the curate plugin names them."""
-    from testcurator.plugin.curate import IDENTITY_KEY, item_identity
+    from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 
     ident = item.stash.get(IDENTITY_KEY, None) or item_identity(item)
     return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype,
@@ -293,14 +283,3 @@ def failure_line(report: pytest.TestReport) -> str | None:
     message = getattr(crash, "message", None) or (report.longreprtext.strip().splitlines() or [""])[-1]
     line = " ".join(_ANSI.sub("", str(message)).split())  # torch.load's error is in bold
     return line[:MAX_FAILURE_LINE] or None
-
-
-def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:
-    """One outcome per test from its three phases; the first phase that is not a pass wins."""
-    if previous is not None and previous != "passed":
-        return previous
-    if hasattr(report, "wasxfail"):
-        return "xpassed" if report.passed else "xfailed"
-    if report.failed:
-        return "failed" if report.when == "call" else "error"
-    return "skipped" if report.skipped else "passed"

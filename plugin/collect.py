@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from testcurator.plugin.curate import item_identity
+from testcurator.plugin.identity import item_identity
 
 OUT_OPTION = "--curate-collect-out"
 

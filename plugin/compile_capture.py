@@ -33,14 +33,12 @@ from typing import Any
 
 import pytest
 
-from testcurator.plugin.oprecord import OpRecord
+from testcurator.plugin.oprecord import OpRecord, merge_outcome, op_name
 
 COMPILE_SOURCE = "compile"
 
 
 def _graph_ops(gm: Any, seen: set[str]) -> None:
-    from testcurator.plugin.capture import op_name
-
     for node in gm.graph.nodes:
         if node.op == "call_function" and hasattr(node.target, "name"):
             seen.add(op_name(node.target))
@@ -122,8 +120,6 @@ class CompileCapturePlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        from testcurator.plugin.capture import merge_outcome
-
         report = yield
         nodeid = item.nodeid
         self._outcome[nodeid] = merge_outcome(self._outcome.get(nodeid), report)

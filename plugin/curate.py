@@ -19,11 +19,13 @@ from typing import Any
 import pytest
 
 from testcurator.config.apply import Applied, decide, probe
-from testcurator.config.loader import LoadedConfig, ResolvedFile, paused_gc
+from testcurator.config.loader import paused_gc
+from testcurator.config.resolve import LoadedConfig, ResolvedFile
 from testcurator.names import TestIdentity, identify, params_text
+from testcurator.plugin.identity import IDENTITY_KEY, item_identity
+from testcurator.plugin.only import PLUGIN_NAME as ONLY
 from testcurator.vocab import XFAIL_MODES
 
-IDENTITY_KEY = pytest.StashKey[TestIdentity]()
 APPLIED_KEY = pytest.StashKey[Applied]()
 INCLUDED_ATTR = "__curate_included_dtype__"
 
@@ -53,22 +55,6 @@ class CurateSummary:
             stale={k: list(v) for k, v in data["stale"].items()},
             included=int(data["included"]),
         )
-
-
-def item_identity(item: pytest.Item) -> TestIdentity:
-    """The identity of a collected item (unittest method, or plain pytest function)."""
-    cls = getattr(item, "cls", None)
-    if cls is not None:
-        name = getattr(item, "originalname", None) or item.name
-        return identify(cls, name, getattr(cls, name, None))
-    name = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
-    return _function_identity(item, name)
-
-
-def _function_identity(item: pytest.Item, name: str) -> TestIdentity:
-    params = getattr(getattr(item, "callspec", None), "params", {}) or {}
-    fields = tuple(sorted((k, repr(v)) for k, v in params.items()))
-    return TestIdentity(cls="", test=name, params=fields)
 
 
 class CuratePlugin:
@@ -194,8 +180,6 @@ class CuratePlugin:
     def _record_stale(self, seen: dict[Path, set[str]]) -> None:
         # Only files that were collected can have stale entries; others are out of this run.
         # Under --curate-only the tests it does not name are not even instantiated: not stale.
-        from testcurator.plugin.only import PLUGIN_NAME as ONLY
-
         only = self.config.pluginmanager.get_plugin(ONLY)
         for file in self.loaded.files:
             if file.resolved_path not in seen:

@@ -1,7 +1,7 @@
 """``--curate-labels trunk,nightly``: run only what carries one of the given labels.
 
 A file's labels are its config document's ``labels`` and the file entry's own
-(config/loader.py ``ResolvedFile.labels``). At collection, every test of a file carrying
+(config/resolve.py ``ResolvedFile.labels``). At collection, every test of a file carrying
 none of the given labels is deselected, and so is every test of a file the config does not
 list (it carries no label). The terminal summary says what was left out by label, per
 file; the counts come from a worker under pytest-xdist (every worker collects the same

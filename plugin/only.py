@@ -9,7 +9,7 @@ process may name another class (OpenReg's ``TestFooPRIVATEUSE1`` / ``TestFooOPEN
 
 A delta run (``testcurator upgrade``) re-evaluates a few tests of the files it touches: at
 collection every other item is deselected, by the generic name the plugin maps it to
-(``plugin/curate.py`` ``item_identity``), exactly and at a constant cost per item. ``-k``
+(``plugin/identity.py`` ``item_identity``), exactly and at a constant cost per item. ``-k``
 with the delta's names did this before: it matched substrings (``test_add`` kept
 ``test_add_inplace``), cost names x items (seconds at a few hundred names), and pytest's
 expression parser fails (RecursionError) beyond about 800 names, a 5% upgrade of a
@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from testcurator.names import generic_classes
+from testcurator.plugin.identity import item_identity
 from testcurator.plugin.optionset import existing_file, first_time
 from testcurator.vocab import TestKey, instance_key, split_name
 
@@ -145,8 +146,6 @@ class OnlyPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from testcurator.plugin.curate import item_identity
-
         keep, drop = [], []
         resolved: dict[Path, str] = {}
         for item in items:

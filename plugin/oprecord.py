@@ -6,7 +6,9 @@ it dispatched and its outcome), ``source="compile"`` beside it when the test com
 aten ops of the graphs it compiled, plugin/compile_capture.py), ``source="static"`` under ``--collect-only`` (the OpInfo
 op, and the aten op behind it). Under pytest-xdist each worker writes its own part
 ``FILE.gw0``, ``FILE.gw1``...: :func:`capture_parts` finds them, :func:`read_records` reads
-one file. This module needs no torch and no pytest.
+one file. :func:`op_name` is how a record spells an op it was handed as a live operator,
+:func:`merge_outcome` the outcome it gives a test from pytest's reports.
+This module needs no torch and no pytest.
 """
 
 from __future__ import annotations
@@ -16,12 +18,30 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testcurator.errors import BadInputError, Location
 from testcurator.vocab import normalize_op
 
+if TYPE_CHECKING:
+    import pytest
+
 SOURCES = ("captured", "compile", "static")
+
+
+def op_name(func: Any) -> str:
+    """``aten.add.Tensor`` (an OpOverload) -> ``aten::add.Tensor``; ``cond`` (a
+    higher-order operator, which has no namespace in its name) -> ``higher_order::cond``.
+
+    The spelling a record's ``aten`` and ``calls`` use, for the eager recorder (capture.py)
+    and the compiled graphs' nodes (compile_capture.py) alike; it reads the op's name and
+    imports no torch.
+    """
+    name = getattr(func, "name", None)
+    text = name() if callable(name) else str(func)
+    if "::" not in text:
+        text = f"higher_order::{text}"
+    return text[: -len(".default")] if text.endswith(".default") else text
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,21 @@ class OpRecord:
             raise BadInputError(f"{where}: examples must map call keys to JSON strings")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
                    examples=examples)
+
+
+def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:
+    """One outcome per test from its three phases; the first phase that is not a pass wins.
+
+    The ``outcome`` of a record, eager (capture.py) and compiled (compile_capture.py) alike;
+    it reads the report's attributes only, so this module still needs no pytest to run.
+    """
+    if previous is not None and previous != "passed":
+        return previous
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else "xfailed"
+    if report.failed:
+        return "failed" if report.when == "call" else "error"
+    return "skipped" if report.skipped else "passed"
 
 
 def capture_parts(path: Path) -> list[Path]:

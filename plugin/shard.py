@@ -9,7 +9,7 @@ balance. Durations come from ``--curate-durations FILE`` (pytest-split's
 
 Every process that collects the same items with the same durations file makes the same
 split, so the option works under pytest-xdist (each worker keeps the same shard) and in N
-separate CI jobs (``exec --shard`` hands every leg one frozen snapshot: runner/shard_snapshot.py).
+separate CI jobs (``exec --shard`` hands every leg one frozen snapshot: runner/shards/snapshot.py).
 ``--curate-shard-plan FILE`` writes what this leg's collection saw and what it kept
 (:func:`testcurator.sharding.shard_plan`), so a merge of the legs can check they partition it.
 """

@@ -57,7 +57,7 @@ class L1Plugin:
         self.kept = 0
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from testcurator.plugin.curate import IDENTITY_KEY, item_identity
+        from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 
         keep, drop = [], []
         for item in items:

@@ -3,7 +3,7 @@
 One pytest invocation writes ``PATH`` (plain run) or ``PATH.gw0``, ``PATH.gw1``, ... and
 ``PATH.controller`` (xdist), each with a ``.fault`` file beside it. :class:`EventTail`
 follows them while the process runs (for the progress bar) and :class:`EventFold` turns
-the lines into :class:`~testcurator.runner.records.TestRecord`:
+the lines into :class:`~testcurator.runner.results.records.TestRecord`:
 
 - a test with a ``finish`` line gets its outcome from its phase reports;
 - a test with a ``start`` but no ``finish`` once the process has ended is the one that
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.names import params_from, parse_name
-from testcurator.runner.classify import classify
-from testcurator.runner.records import TestRecord, truncate
+from testcurator.runner.results.classify import classify
+from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey, instance_key
 
 

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args
 from testcurator.runner.eventlog import EventFold, EventTail
-from testcurator.runner.junit_write import write_junit
+from testcurator.runner.results.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
 from testcurator.runner.reconcile import infrastructure_record, invocation_fault, is_infrastructure, pytest_message, unrun_fault
-from testcurator.runner.records import TestRecord, counts, write_jsonl
+from testcurator.runner.results.records import TestRecord, counts, write_jsonl
 from testcurator.vocab import TestKey
 
 POLL_S = 0.2

@@ -34,7 +34,7 @@ from testcurator.files import atomic_write_text
 from testcurator.runner.command import RunSpec, Selection
 from testcurator.runner.partition import PLAN_KEY, read_plan
 from testcurator.runner.provenance import ci_provenance
-from testcurator.runner.records import TestRecord, counts
+from testcurator.runner.results.records import TestRecord, counts
 
 MANIFEST_VERSION = 1
 

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from testcurator.runner.eventlog import EventFold
-from testcurator.runner.records import TestRecord, truncate
+from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import INFRASTRUCTURE
 
 #: pytest's exit codes that mean "pytest itself did not do its job" (pytest.ExitCode).

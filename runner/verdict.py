@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from testcurator.runner.reconcile import is_infrastructure
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import UNEXPECTED_PASS
 
 HELD, NOT_HELD, BAD_INPUT, INFRASTRUCTURE_FAILED = 0, 1, 2, 3

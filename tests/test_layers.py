@@ -54,10 +54,14 @@ WRONG_WAY = [
      "testcurator.plugin is not allowed to import testcurator.memory"),
     ("core/vocab.py", "from testcurator.config import schema",
      "testcurator.vocab is not allowed to import testcurator.config"),
-    ("agents/offline_bucket.py", "from testcurator.agents import llm_client",
-     "testcurator.agents.offline_bucket is not allowed to import testcurator.agents.llm_client"),
-    ("pipelines/upgrade.py", "from testcurator.pipelines import rebucket",
+    ("agents/offline/bucket.py", "from testcurator.agents.llm import client",
+     "testcurator.agents.offline is not allowed to import testcurator.agents.llm"),
+    ("agents/llm/brain.py", "from testcurator.agents.offline import rules",
+     "testcurator.agents.llm is not allowed to import testcurator.agents.offline"),
+    ("pipelines/upgrade/workflow.py", "from testcurator.pipelines import rebucket",
      "testcurator.pipelines.upgrade is not allowed to import testcurator.pipelines.rebucket"),
+    ("runner/results/records.py", "from testcurator.runner.shards import merge",
+     "testcurator.runner.results is not allowed to import testcurator.runner.shards"),
 ]
 
 
@@ -73,3 +77,68 @@ def test_a_wrong_way_import_breaks_a_contract(tree: Path, path: str, line: str, 
         target.write_text(original, encoding="utf-8")
     assert proc.returncode == 1, proc.stdout
     assert message in " ".join(proc.stdout.split())
+
+
+CIRCLE = "testcurator.cli.zz_circle"  # a package made for the test: the tree's own state does not matter
+CIRCLE_CONTRACT = f"""
+[[tool.importlinter.contracts]]
+id = "circle"
+name = "No import cycles in {CIRCLE}"
+type = "tree_acyclic"
+ancestors = ["{CIRCLE}"]
+"""
+CIRCLES = [
+    # the package's files, what lint-imports must say, the modules its report must name
+    ({"a.py": f"from {CIRCLE} import b\n", "b.py": f"from {CIRCLE} import a\n"},
+     "BROKEN", [f"{CIRCLE}.a", f"{CIRCLE}.b"]),
+    ({"a.py": f"from {CIRCLE} import b\n", "b.py": ""}, "KEPT", []),
+    # a child importing a name from the package's __init__ imports no sibling
+    ({"__init__.py": "from .a import A\n", "a.py": f"from {CIRCLE} import b\nA = 1\n",
+      "b.py": f"from {CIRCLE} import A\n"}, "KEPT", []),
+    # a subpackage is one sibling, with all its modules
+    ({"a.py": f"from {CIRCLE}.sub import c\n", "sub/__init__.py": "", "sub/c.py": "",
+      "sub/d.py": f"from {CIRCLE} import a\n"}, "BROKEN", [f"{CIRCLE}.a", f"{CIRCLE}.sub", f"{CIRCLE}.sub.d -> {CIRCLE}.a"]),
+]
+
+
+@pytest.fixture(scope="module")
+def circle_tree(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of ``tree`` whose pyproject.toml has a ``tree_acyclic`` contract on CIRCLE."""
+    dest = tmp_path_factory.mktemp("circle") / "tree"
+    shutil.copytree(tree, dest)
+    pyproject = (dest / "pyproject.toml").read_text(encoding="utf-8")
+    if "TreeAcyclicContract" not in pyproject:
+        pyproject = pyproject.replace("contract_types = [", "contract_types = [\n"
+                                      '    "tree_acyclic: tests.lint_contracts.TreeAcyclicContract",', 1)
+    (dest / "pyproject.toml").write_text(pyproject + CIRCLE_CONTRACT, encoding="utf-8")
+    return dest
+
+
+@pytest.mark.parametrize("files,verdict,names", CIRCLES, ids=["circle", "one-way", "via-init", "subpackage"])
+def test_an_import_cycle_breaks_the_acyclic_contract(circle_tree: Path, files: dict[str, str], verdict: str,
+                                                     names: list[str]) -> None:
+    package = circle_tree / "cli" / CIRCLE.rsplit(".", 1)[1]
+    shutil.rmtree(package, ignore_errors=True)
+    for name, text in {"__init__.py": "", **files}.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    proc = subprocess.run([str(LINT_IMPORTS), "--no-cache", "--contract", "circle"], cwd=circle_tree,
+                          capture_output=True, text=True, timeout=120)
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == (1 if verdict == "BROKEN" else 0), proc.stdout + proc.stderr
+    assert f"No import cycles in {CIRCLE} {verdict}" in text, proc.stdout
+    assert all(name in text for name in names), proc.stdout
+
+
+def test_no_package_folder_holds_more_than_twenty_modules() -> None:
+    """Issue 27: a family of modules is a subpackage, not a prefix in a flat folder; and every
+    subpackage is listed for installation (a wheel, unlike an editable install, would leave
+    an unlisted one out)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    names = {folder: name for name, folder in setuptools["package-dir"].items()}
+    folders = {p for top in names for p in [ROOT / top, *(ROOT / top).rglob("*")]
+               if p.is_dir() and (p / "__init__.py").is_file()}
+    crowded = {str(f.relative_to(ROOT)): n for f in folders if (n := len(list(f.glob("*.py")))) > 20}
+    assert crowded == {}
+    imported = {".".join([names[f.relative_to(ROOT).parts[0]], *f.relative_to(ROOT).parts[1:]]) for f in folders}
+    assert len(imported) >= 19 and imported == set(setuptools["packages"])

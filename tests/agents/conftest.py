@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_openai import FakeOpenAI  # noqa: E402
 
-from testcurator.agents.llm_client import LLMSettings  # noqa: E402
+from testcurator.config.llm import LLMSettings  # noqa: E402
 
 
 @pytest.fixture

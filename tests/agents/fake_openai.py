@@ -233,7 +233,7 @@ LLAMA_CPP_PYTHON_REJECTS = (500, "1 validation error:\n  {'type': 'literal_error
 
 
 def format_mode(body: dict[str, Any]) -> str:
-    """The structured-output mode a request asks for (agents/llm_negotiate.py's names)."""
+    """The structured-output mode a request asks for (agents/llm/negotiate.py's names)."""
     fmt = body.get("response_format") or {}
     if not fmt:
         return "text"

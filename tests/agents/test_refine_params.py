@@ -10,7 +10,7 @@ import pytest
 from testcurator.agents import rails
 from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings, BucketRequest, ExecutionRecord, RefineRequest
 from testcurator.agents.decision import Decision
-from testcurator.agents.offline import OfflineBrain
+from testcurator.agents.offline.brain import OfflineBrain
 from testcurator.config.params import excludes, spelling
 
 BACKEND = BackendContext(name="dev", device="curatedev", hooks=("eager_ops",))

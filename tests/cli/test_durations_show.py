@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from testcurator.cli import durations_cmds
+from testcurator.cli.groups import durations as durations_cmds
 from testcurator.cli.main import main
 
 IDS = ["test/nn/test_convolution.py::TestConvolutionNNDeviceTypeCPU::test_conv_double_backward_strided_with_3D_input_cpu",

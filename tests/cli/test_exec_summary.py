@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from testcurator.cli.exec_cmds import summary_table
-from testcurator.runner.records import TestRecord
+from testcurator.cli.groups.exec import summary_table
+from testcurator.runner.results.records import TestRecord
 
 
 def test_every_row_has_an_example_with_its_reason() -> None:

@@ -10,7 +10,8 @@ from typing import Any, NoReturn
 import pytest
 from rich.console import Console
 
-from testcurator.cli import config_cmds, run_cmds
+from testcurator.cli.groups import config as config_cmds
+from testcurator.cli.groups import run as run_cmds
 from testcurator.cli.main import main
 from testcurator.cli.paths import removing_if_created
 

@@ -120,7 +120,7 @@ def test_deprecated_spellings_warn_and_still_work(tmp_path: Path, capsys: pytest
 
 def test_exec_state_dir_supplies_the_torch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from testcurator.cli.exec_cmds import _memory_torch_root
+    from testcurator.cli.groups.exec import _memory_torch_root
 
     tree = tmp_path / "upstream"
     (tree / "test").mkdir(parents=True)

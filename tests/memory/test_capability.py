@@ -9,7 +9,7 @@ from testcurator.memory.capability import (
 )
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.oprecord import OpRecord
-from testcurator.runner.probe import ProbeResult
+from testcurator.runner.probe.replay import ProbeResult
 from testcurator.vocab import TestKey
 
 SORT = "aten::sort.values_stable(int64,int64,int64)"

@@ -9,6 +9,7 @@ import pytest
 
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin import capture
+from testcurator.plugin.oprecord import op_name
 
 pytest_plugins = ("pytester",)
 
@@ -169,7 +170,7 @@ def test_recorder_runs_higher_order_ops() -> None:
         x = torch.ones(3)
         out = torch.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,))
     assert out.tolist() == [2.0, 2.0, 2.0]
-    names = {capture.op_name(f) for f in recorder.seen}
+    names = {op_name(f) for f in recorder.seen}
     assert {"higher_order::cond", "aten::ones", "aten::sum"} <= names
 
 

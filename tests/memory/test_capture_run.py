@@ -11,7 +11,7 @@ import pytest
 from testcurator.memory import stage
 from testcurator.memory.capture_select import NOT_ON_DEVICE, SAME_KIND, SKIPPED_UPSTREAM
 from testcurator.memory.evidence import read_evidence
-from testcurator.runner.executors import LocalExecutor
+from testcurator.runner.shards.executors import LocalExecutor
 from testcurator.vocab import TestKey
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "backend"

@@ -49,8 +49,8 @@ def test_the_plan_is_deterministic_and_covers_every_target_once() -> None:
 def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_path: Path) -> None:
     from testcurator.memory.capture_shards import run_capture
     from testcurator.plugin.oprecord import read_records
-    from testcurator.runner.durations import DurationStore
-    from testcurator.runner.executors import LocalExecutor
+    from testcurator.runner.shards.durations import DurationStore
+    from testcurator.runner.shards.executors import LocalExecutor
 
     root = tmp_path / "tree"
     (root / "test").mkdir(parents=True)
@@ -81,7 +81,7 @@ def test_node_ids_are_relative_to_the_tree_whatever_the_selection_file(tmp_path:
     from testcurator.memory.capture_shards import run_capture
     from testcurator.plugin.oprecord import read_records
     from testcurator.plugin.only import write_keys
-    from testcurator.runner.executors import LocalExecutor
+    from testcurator.runner.shards.executors import LocalExecutor
 
     root = tmp_path / "tree"
     (root / "test").mkdir(parents=True)
@@ -103,7 +103,7 @@ def test_a_delta_capture_whose_records_match_no_delta_test_stops(tmp_path: Path,
     from testcurator.errors import ExecutionError
     from testcurator.memory import capture_shards
     from testcurator.memory.stage import CaptureRun, _captured_delta
-    from testcurator.runner.executors import LocalExecutor
+    from testcurator.runner.shards.executors import LocalExecutor
 
     monkeypatch.setattr(capture_shards, "tree_options", lambda root, work: [])
     root = tmp_path / "tree"

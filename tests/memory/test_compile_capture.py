@@ -77,7 +77,7 @@ def test_compiled_graphs_are_recorded_as_compile_source(pytester: pytest.Pyteste
     opmap.close()
 
     # enable-op finds the test through the compile record alone (eager never ran silu).
-    from testcurator.pipelines.enable_op import exercising
+    from testcurator.pipelines.enable_op.workflow import exercising
 
     using, as_opinfo = exercising(tmp_path / "state", "aten::silu")
     assert using == {"test_comp.py::TestComp::test_silu"} and as_opinfo == set()

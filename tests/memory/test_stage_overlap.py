@@ -13,7 +13,7 @@ from testcurator.memory import stage
 from testcurator.memory.builder import BuildStats
 from testcurator.memory.evidence import read_evidence
 from testcurator.plugin.oprecord import OpRecord
-from testcurator.runner.executors import LocalExecutor
+from testcurator.runner.shards.executors import LocalExecutor
 from testcurator.vocab import TestKey
 
 NODE = "test/test_a.py::TestACPU::test_x_cpu_float32"

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 
 from fake_openai import FakeOpenAI, Reply, Status
-from testcurator.agents.llm_client import LLMSettings
+from testcurator.config.llm import LLMSettings
 from testcurator.cli.main import main
 from testcurator.config.loader import load_config
 

@@ -16,7 +16,7 @@ from testcurator.config.loader import load_config
 from testcurator.config.profile import BackendProfile
 from testcurator.memory.stage import IMPORT_ERRORS, collect_static
 from testcurator.pipelines import emit as emitter
-from testcurator.pipelines.steps import file_reason
+from testcurator.pipelines.decide import file_reason
 from testcurator.pipelines.validate_tree import level3
 
 # Our own file in PyTorch's style, importing a decorator this torch does not have.

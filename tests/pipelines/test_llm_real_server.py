@@ -26,10 +26,12 @@ from types import ModuleType
 import needs
 import pytest
 
-from testcurator.agents import llm_local, rails, scope
-from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings, make_brain
+from testcurator.agents import rails, scope
+from testcurator.agents.llm import local as llm_local
+from testcurator.agents.brain import BackendContext, BrainContext, BrainSettings
+from testcurator.agents.registry import make_brain
 from testcurator.agents.bucket import requests_for_file
-from testcurator.agents.llm_client import LLMSettings
+from testcurator.config.llm import LLMSettings
 from testcurator.config.profile import load_profile
 from testcurator.memory.api import Memory
 from testcurator.memory.builder import build

@@ -9,7 +9,7 @@ import pytest
 
 from testcurator.pipelines.evaluate import Prediction
 from testcurator.pipelines.reason_check import check
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import TestKey
 
 ROOT = Path("/torch")

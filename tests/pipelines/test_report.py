@@ -10,7 +10,7 @@ import pytest
 
 from testcurator.pipelines.report import (_markdown, finish_report, held_back, instance_reasons, ordered_timings,
                                           outcome_reason, upstream_revision)
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 
 
 def test_stage_times_in_pipeline_order_with_a_total() -> None:

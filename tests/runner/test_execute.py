@@ -14,8 +14,8 @@ import pytest
 
 from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute, merge_retry
-from testcurator.runner.ingest import load_results
-from testcurator.runner.records import TestRecord, read_jsonl
+from testcurator.runner.results.ingest import load_results
+from testcurator.runner.results.records import TestRecord, read_jsonl
 
 CRASHES = '''
 import ctypes, os, signal

@@ -11,7 +11,7 @@ import torch
 
 from testcurator.runner.command import RunSpec, Selection
 from testcurator.runner.manifest import build_manifest, config_hash, git_revision, torch_info
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 
 
 def test_config_hash_follows_bytes_and_names(tmp_path: Path) -> None:

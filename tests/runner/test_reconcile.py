@@ -14,7 +14,7 @@ import pytest
 
 from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
-from testcurator.runner.records import TestRecord
+from testcurator.runner.results.records import TestRecord
 from testcurator.runner.verdict import HELD, INFRASTRUCTURE_FAILED, NOT_HELD, verdict
 from testcurator.vocab import INFRASTRUCTURE
 

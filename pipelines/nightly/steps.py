@@ -1,0 +1,171 @@
+"""The work behind the nightly graph's nodes, kept apart so each node stays a few lines.
+
+Every step reads its inputs from the run directory (RunStore) and the memory, and writes
+its outputs there. Bucket and refine, once per file, are pipelines/decide.py's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testcurator.agents.decision import LLM_BRAIN
+from testcurator.config.editor import ConfigEditor
+from testcurator.config.layout import config_path, raw_path
+from testcurator.errors import ExecutionError
+from testcurator.pipelines import decide
+from testcurator.pipelines import emit as emitter
+from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.emit_guard import check_before_disk
+from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
+from testcurator.pipelines.store import RunStore
+from testcurator.plugin.only import write_keys
+from testcurator.runner.command import RunSpec
+from testcurator.runner.shards.durations import DurationStore
+from testcurator.runner.progress import LineProgress
+from testcurator.runner.shards.executors import Executor, ExecutorOptions
+from testcurator.runner.shards.registry import make_executor
+from testcurator.runner.shards.run import run_sharded
+from testcurator.runner.results.records import read_jsonl
+from testcurator.runner.reconcile import is_infrastructure
+from testcurator.runner.verdict import verdict
+
+EXEC_CONFIG = "exec_config"
+
+
+def probe(ctx: RunContext, store: RunStore) -> dict[str, Any]:
+    """Replay the captured calls on the device (new ones only); the findings per test go to
+    ``probe_evidence.json`` for the bucket stage and the draft."""
+    target = ProbeTarget(ctx.profile, ctx.profile_path, ctx.state_dir)
+    return run_probe(target, evidence_out=store.path(PROBE_EVIDENCE), tests=ctx.only_tests, say=ctx.say)
+
+
+def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:
+    counts: Counter[str] = Counter()
+    for rel in files:
+        counts.update(d.mode for d in store.read_decisions(stage, rel) or [])
+    return ", ".join(f"{mode} {n}" for mode, n in sorted(counts.items())) or "no tests"
+
+
+def write_exec_config(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Path:
+    """The draft as a config that runs every non-skipped test as mandatory (raw outcomes).
+
+    Predicted failures run too: a prediction from the CPU capture is confirmed or overturned
+    here, never emitted on its own (see pipelines/probe.py)."""
+    root = store.path(EXEC_CONFIG)
+    broken = decide.not_importing(store)
+    for rel in files:
+        if rel in broken:
+            continue  # nothing of it can run; its collection error would only repeat
+        path = config_path(root, rel)
+        editor = ConfigEditor.new(path, global_=emitter.capabilities(ctx.profile))
+        specs = []
+        for decision in store.read_decisions("bucket", rel) or []:
+            spec = emitter.entry_for(decision)
+            mode = "skip" if spec.mode == "skip" else "mandatory_success"
+            specs.append(type(spec)(spec.names, mode, spec.reason, spec.edits))
+        editor.update(raw_path(rel), specs)
+        editor.save()
+    return root
+
+
+def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Executor:
+    """The run's executor; a test shard asks for the profile's resources (the device)."""
+    res = dict(ctx.profile.resources) if resources is None else resources
+    return make_executor(ctx.executor, ExecutorOptions(resources=res, say=ctx.say))
+
+
+def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
+    done = store.path(out, "results.jsonl")
+    if not done.exists():
+        # A delta run's draft covers only the touched files, and --curate-only leaves out their
+        # other tests at collection (the config would skip them one report at a time).
+        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), ctx.only_tests, ctx.torch_root)))
+                if ctx.only_tests else ())
+        spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
+                       backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
+                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)
+        with DurationStore(ctx.state_dir) as durations:
+            run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
+                        source="draft" if out == "exec" else out,
+                        progress=LineProgress("execute" if out == "exec" else out, ctx.say))
+    return read_jsonl(done)
+
+
+def execute_draft(ctx: RunContext, store: RunStore) -> None:
+    records = _run(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
+    if result.infrastructure:
+        # Refining on a draft pytest did not run would curate from nothing: stop here, and
+        # move the results aside so that --resume runs the draft again.
+        done = store.path("exec", "results.jsonl")
+        done.replace(done.with_name("results.infrastructure.jsonl"))
+        raise ExecutionError("the draft run on the device failed:\n" + "\n".join(result.lines(str(done.parent))))
+    outcomes = Counter(r.outcome for r in records)
+    ctx.say("execute: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+
+
+def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
+    stage = "refine" if refined else "bucket"
+    if any(d.brain == LLM_BRAIN for rel in files for d in store.read_decisions(stage, rel) or []):
+        redone = check_before_disk(ctx.configs_dir, ctx.torch_root, store, stage, files,
+                                   lambda folder: _emit_into(ctx, store, folder, files, refined),
+                                   lambda rel, tests: decide.offline_decisions(ctx, store, rel, tests, refined))
+        if redone:
+            ctx.say(f"configs: {len(redone)} LLM decision(s) would not validate, decided offline (first: {redone[0]})")
+    result = _emit_into(ctx, store, ctx.configs_dir, files, refined)
+    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
+    return result.written
+
+
+def _emit_into(ctx: RunContext, store: RunStore, configs_dir: Path, files: Sequence[str], refined: bool) -> emitter.EmitResult:
+    result = emitter.EmitResult()
+    sidecar = emitter.load_sidecar(configs_dir)
+    executed = set()
+    if refined:
+        executed = {key.name for key in decide.executions(ctx, store)}
+    broken = decide.not_importing(store)
+    for rel in files:
+        decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
+        reason = decide.file_reason(broken[rel]) if rel in broken else None
+        emitter.emit_file(configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
+                          drop_stale=not ctx.delta or rel in broken, file_reason=reason)
+    emitter.save_sidecar(configs_dir, sidecar)
+    return result
+
+
+def verify(ctx: RunContext, store: RunStore) -> None:
+    """Run the final curated suite as ``exec`` runs it (the same retries): mandatory failures
+    now mean regressions. Without retries here, a test refine kept though flaky (it passed
+    on retry in the draft, for review) failed the verification that ``exec`` passes: on
+    real upstream files, three order-dependent LoggingTensor tests of test_subclass."""
+    records = _run(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries)
+    result = verdict(records)
+    tests = [r for r in records if not is_infrastructure(r)]
+    outcomes = Counter(r.outcome for r in tests)
+    flaky = sorted(r.nodeid for r in tests if r.flaky)
+    store.write_json("verify.json", {
+        "outcomes": dict(sorted(outcomes.items())),
+        "tests": len(tests),
+        "exit_code": result.code,
+        "flaky": flaky,
+        "mandatory_failures": sorted(r.nodeid for r in result.failures),
+        "unexpected_passes": sorted(r.nodeid for r in tests if r.outcome == "xpassed"),
+        "infrastructure": [r.evidence for r in result.infrastructure]
+        + (["no test ran in the verification run"] if not tests else []),
+        "lines": result.lines(str(store.path("verify", "results.jsonl"))),
+    })
+    ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+            + (f" ({len(flaky)} passed only on retry)" if flaky else ""))
+
+
+def check_reasons(ctx: RunContext, store: RunStore, files: Sequence[str]) -> None:
+    """Every emitted entry's reason against the run's results (pipelines/reason_check.py):
+    ``reason_check.json`` for the report, and a line with the count."""
+    from testcurator.pipelines import reason_check
+
+    found = reason_check.check_run(store.root, ctx.configs_dir, ctx.torch_root, files)
+    store.write_json("reason_check.json", reason_check.to_json(found))
+    ctx.say(f"reasons: {len(found)} contradict the results" + (f" (first: {found[0].line()})" if found else ""))

@@ -1,0 +1,145 @@
+"""One probe batch, in its own process: ``python -m testcurator.runner.probe.replay_worker IN OUT``.
+
+IN (JSON): ``{"device": "curatedev", "backend": "pkg.mod:setup" | null, "calls": [[key,
+example], ...]}``. The worker imports the backend as the test runs do (``--curate-backend``),
+then replays each call from its example (plugin/callspec.py): on CPU, then on the device
+from the same inputs, and compares the results. OUT gets JSON lines, each flushed: ``{"ready":
+torch version}`` once, then per call ``{"start": key}`` and its result ``{"call", "status",
+"error", "seconds"}``. A call that kills or hangs the process leaves a ``start`` without a
+result: the parent (runner/probe/replay.py) names it ``crash`` and replays the rest in a new process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+from testcurator.plugin.callspec import is_host_call, rebuild, split_key, to_device
+from testcurator.runner.results.classify import classify
+
+# Ops whose outputs are not defined by their inputs: they are run, not compared.
+_UNCOMPARED = ("empty", "new_empty", "resize", "set_", "random", "uniform", "normal", "bernoulli", "exponential",
+               "cauchy", "geometric", "log_normal", "rand", "multinomial", "native_dropout", "dropout")
+MAX_ERROR = 600
+
+
+def resolve(op: str) -> Any:
+    """``aten::add.Tensor`` -> ``torch.ops.aten.add.Tensor`` (no overload: ``.default``)."""
+    import torch
+
+    namespace, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _compared(func: Any, key: str) -> bool:
+    import torch
+
+    name = split_key(key)[0].partition("::")[2]
+    return torch.Tag.nondeterministic_seeded not in func.tags and not name.startswith(_UNCOMPARED)
+
+
+def _text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:MAX_ERROR]
+
+
+def _failed(exc: BaseException) -> tuple[str, str]:
+    text = _text(exc)
+    cls = classify(text).failure_class
+    return {"unsupported_op": "missing_kernel", "unsupported_dtype": "unsupported_dtype"}.get(cls, "error"), text
+
+
+def replay(key: str, example: str, device: str) -> tuple[str, str]:
+    """(status, error text) of one call: see testcurator.vocab.PROBE_STATUSES.
+
+    The capture saw the call below autograd, so it is replayed without it (an in-place op on
+    a leaf that requires grad is what autograd's own kernel did, not an error)."""
+    import torch
+
+    with torch.no_grad():
+        return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
+
+
+def _host(key: str, example: str, device: str) -> tuple[str, str]:
+    """A host call (callspec.HOST_CALLS): its tensors stay on the host, its device is the
+    device; this process has the backend loaded, which is what the call depends on."""
+    try:
+        func = resolve(split_key(key)[0])
+        args, kwargs = rebuild(example)
+    except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    try:
+        func(*to_device(args, device, move=False), **to_device(kwargs, device, move=False))
+    except Exception as exc:  # noqa: BLE001 - the backend's own error is the finding
+        return _failed(exc)
+    return "works", ""
+
+
+def _replay(key: str, example: str, device: str) -> tuple[str, str]:
+    import torch
+
+    op = split_key(key)[0]
+    try:
+        func = resolve(op)
+        args, kwargs = rebuild(example)
+        expected = func(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - CPU cannot run the example: nothing to learn
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    dev_args, dev_kwargs = rebuild(example)
+    try:
+        got = func(*to_device(dev_args, device), **to_device(dev_kwargs, device))
+        got_cpu = [t.detach().to("cpu") for t in _tensors(got)]
+    except Exception as exc:  # noqa: BLE001 - the device's own error is the finding
+        return _failed(exc)
+    if _compared(func, key):
+        want = [t.detach() for t in _tensors(expected)]
+        try:
+            if len(want) != len(got_cpu):
+                raise AssertionError(f"{len(got_cpu)} tensor result(s) on the device, {len(want)} on CPU")
+            for w, g in zip(want, got_cpu):
+                torch.testing.assert_close(g, w, equal_nan=True, check_stride=False, check_device=False)
+        except AssertionError as exc:
+            return "wrong_result", _text(exc)
+    return "works", ""
+
+
+def _write(out: IO[str], data: dict[str, Any]) -> None:
+    out.write(json.dumps(data, sort_keys=True) + "\n")
+    out.flush()
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    import torch
+
+    if spec.get("backend"):
+        from testcurator.plugin.entry import import_backend
+
+        import_backend(spec["backend"])
+    with open(argv[1], "a", encoding="utf-8") as out:
+        _write(out, {"ready": torch.__version__})
+        for key, example in spec["calls"]:
+            _write(out, {"start": key})
+            started = time.perf_counter()
+            status, error = replay(key, example, spec["device"])
+            _write(out, {"call": key, "status": status, "error": error,
+                         "seconds": round(time.perf_counter() - started, 6)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

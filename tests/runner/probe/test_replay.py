@@ -1,0 +1,127 @@
+"""The probe: captured calls replayed on a real device backend, a subprocess per batch.
+
+The device is the curatedev example backend, whose fallback runs only the ops on its
+allowlist (a backend that covers only some ops), and a variant of it with kernels that
+abort, hang and compute wrong results (tests/runner/crashdev). Every worker imports the
+backend in its own process: registering the device must not leak into this one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from testcurator.errors import ExecutionError
+from testcurator.plugin.callspec import call_key, example
+from testcurator.runner.probe.replay import ProbeSpec, probe_calls
+
+ROOT = Path(__file__).resolve().parents[3]
+BACKEND_DIR = ROOT / "examples" / "backend"
+CRASHDEV = Path(__file__).resolve().parents[1] / "crashdev"
+
+
+def _call(op: str, *args: object, **kwargs: object) -> tuple[str, str | None]:
+    return call_key(op, args, kwargs), example(args, kwargs)
+
+
+def _spec(backend: str | None, paths: list[Path], **kw: object) -> ProbeSpec:
+    env = {"PYTHONPATH": os.pathsep.join(map(str, paths)), "PYTORCH_PRINT_REPRO_ON_FAILURE": "0"}
+    return ProbeSpec(device="curatedev", backend=backend, env=env, cwd=BACKEND_DIR, **kw)
+
+
+def test_partial_fallback_backend_is_probed_per_op_and_dtype() -> None:
+    x = torch.randn(4, 3)
+    calls = dict([
+        _call("aten::add.Tensor", x, x),  # on the allowlist
+        _call("aten::add.Tensor", x.double(), x.double()),  # float64 is not an allowed dtype
+        _call("aten::sort.values_stable", x, stable=True, dim=0, descending=False,
+              values=torch.empty(4, 3), indices=torch.empty(4, 3, dtype=torch.long)),  # not on the allowlist
+        _call("aten::index_select", x, 0, torch.tensor([3, 0])),  # integer indices keep their values
+        _call("aten::mul.Tensor", x.t(), x.t()),  # non-contiguous inputs keep their strides
+        ("aten::add.Tensor(bogus)", None),  # no example: not probed
+    ])
+    results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests",
+                                                           [BACKEND_DIR]))}
+    assert {k: r.status for k, r in results.items()} == {
+        "aten::add.Tensor(float32,float32)": "works",
+        "aten::add.Tensor(float64,float64)": "unsupported_dtype",
+        "aten::sort.values_stable(float32,int64,float32)": "missing_kernel",
+        "aten::index_select(float32,int64)": "missing_kernel",
+        "aten::mul.Tensor(float32,float32)": "works",
+        "aten::add.Tensor(bogus)": "not_probed",
+    }
+    assert "Double" in results["aten::add.Tensor(float64,float64)"].error
+    assert "aten::sort.values_stable" in results["aten::sort.values_stable(float32,int64,float32)"].error
+
+
+def test_crashing_and_hanging_kernels_are_contained_and_the_batch_goes_on() -> None:
+    x = torch.randn(5)
+    calls = dict([
+        _call("aten::flip", x, [0]),  # aborts the worker
+        _call("aten::roll", x, [1], [0]),  # hangs the worker
+        _call("aten::neg", x),  # wrong result
+        _call("aten::add.Tensor", x, x),
+        _call("aten::abs", x),
+        _call("aten::exp", x),
+    ])
+    spec = _spec("crashdev_backend:setup", [CRASHDEV, BACKEND_DIR], call_timeout=5.0, batch=3)
+    results = {r.call: r for r in probe_calls(calls, spec)}
+    assert results["aten::flip(float32)"].status == "crash"
+    assert "SIGABRT" in results["aten::flip(float32)"].error
+    assert results["aten::roll(float32)"].status == "crash"
+    assert results["aten::roll(float32)"].error.startswith("hang")
+    assert results["aten::neg(float32)"].status == "wrong_result"
+    assert "not close" in results["aten::neg(float32)"].error
+    # The calls after the crash and the hang, in the same batches, still ran.
+    assert {results[k].status for k in ("aten::add.Tensor(float32,float32)", "aten::abs(float32)",
+                                         "aten::exp(float32)")} == {"works"}
+
+
+def test_a_backend_that_does_not_import_is_a_setup_error_not_a_finding() -> None:
+    x = torch.randn(2)
+    with pytest.raises(ExecutionError, match="did not start"):
+        probe_calls(dict([_call("aten::abs", x)]), _spec("no_such_backend_module:setup", [BACKEND_DIR]))
+
+
+def _storage_and_pin_calls() -> dict[str, str | None]:
+    storage = torch.zeros(12, dtype=torch.uint8).untyped_storage()
+    return dict([
+        # copy.deepcopy / a storage's copy_ (torch.save's storage.cpu()) of a device tensor
+        _call("aten::set_.source_Storage", torch.empty(0, dtype=torch.uint8), storage),
+        # torch.load and deepcopy rebuilding a tensor on its storage
+        _call("aten::set_.source_Storage_storage_offset", torch.empty(0), storage, 0, [3], [1]),
+        # tensor.pin_memory(): a host call, through the process's accelerator
+        _call("aten::is_pinned", torch.ones(3)),
+        _call("aten::_pin_memory", torch.ones(3)),
+    ])
+
+
+SET, SET_AT = "aten::set_.source_Storage(uint8)", "aten::set_.source_Storage_storage_offset(float32)"
+IS_PINNED, PIN = "aten::is_pinned(float32)", "aten::_pin_memory(float32)"
+# backend module, device -> the status of each call: curatedev's fallback runs set_ on CPU,
+# which cannot hold a device storage, and it has no pinned host allocator; a device whose
+# storages and pinning work (CPU itself for storages, curatedev with host pinning) passes.
+STORAGE_AND_PIN = [
+    ("curatedev.testing:setup_device_type_tests", "curatedev",
+     {SET: "error", SET_AT: "error", IS_PINNED: "works", PIN: "error"}),
+    ("pinhost_backend:setup", "curatedev", {SET: "error", SET_AT: "error", IS_PINNED: "works", PIN: "works"}),
+    (None, "cpu", {SET: "works", SET_AT: "works"}),
+]
+
+
+@pytest.mark.parametrize("backend,device,expected", STORAGE_AND_PIN, ids=["curatedev", "pinning backend", "cpu"])
+def test_storage_moves_and_pinning_are_probed_where_they_happen(backend: str | None, device: str,
+                                                               expected: dict[str, str]) -> None:
+    calls = {k: v for k, v in _storage_and_pin_calls().items() if k in expected}
+    assert all(calls.values())  # every one has a replayable example
+    spec = ProbeSpec(device=device, backend=backend, cwd=BACKEND_DIR,
+                     env={"PYTHONPATH": os.pathsep.join(map(str, (CRASHDEV, BACKEND_DIR)))})
+    results = {r.call: r for r in probe_calls(calls, spec)}
+    assert {k: r.status for k, r in results.items()} == expected
+    if expected[SET] == "error":
+        assert "storage" in results[SET].error
+    if expected.get(PIN) == "error":
+        assert "PrivateUse1HooksInterface" in results[PIN].error
