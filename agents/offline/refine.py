@@ -91,6 +91,19 @@ def _param_split(left: list[Variant], usable: list[Variant]) -> dict[tuple[str, 
     return {}
 
 
+def _crashing_ops(left: list[Variant], usable: list[Variant], excluded: set[str]) -> set[str]:
+    """The OpInfo ops of the crashes and hangs ``left`` unexplained, to exclude whole: a crash
+    takes down the worker, and a config cannot exclude one dtype of one op, only the op (an
+    @ops test keeps its other ops' variants, where skipping it would lose them all). None
+    when a crash has no op, or when no passing variant would be left."""
+    hard = [v for v in left if v.hard]
+    if not hard or any(not v.rec.op for v in hard):
+        return set()
+    crashing = {v.rec.op for v in hard if v.rec.op}
+    gone = excluded | crashing
+    return crashing if any(u.status == "passed" and u.rec.op not in gone for u in usable) else set()
+
+
 def _values(rec: ExecutionRecord, dim: str) -> tuple[str, ...]:
     """The variant's values along ``dim``: each member of a dtype pair is a dtype of its own."""
     if dim == "dtype":
@@ -276,6 +289,8 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                         f"({quote(skipped.message) if skipped.message else 'no reason given'}).", lines)
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
+    ops |= _crashing_ops(unexplained, usable, ops)
+    unexplained = [v for v in unexplained if v.rec.op not in ops]
     params = _param_split(unexplained, usable)
     unexplained = [] if params else unexplained
     remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and v.rec.op not in ops
