@@ -18,6 +18,8 @@ wasted            mandatory_success of a test that fails: device time and a red 
 passes_anyway     xfail/xfail_strict of a test that passes (strict: fails CI)
 flaky             mixed outcomes across attempts or variants
 not_run           no usable variant (not executed, all skipped, infrastructure only)
+by_preference     a skip the profile's preferences asked for: the user's scope, not a
+                  prediction of the device, so not judged (those that pass are named)
 ================  =====================================================================
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +38,9 @@ from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import read_jsonl
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, TestKey
 
-VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run")
+VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run", "by_preference")
+#: How a decision's evidence names the preference it follows (agents/offline/rules.Wish.quote).
+PREFERENCE = "preference `"
 #: The verdicts that say a prediction was wrong, as the summary words them (each test named).
 WRONG = {"lost_coverage": "skip(s) that pass on the device (lost coverage)",
          "wasted": "mandatory_success that fail (wasted device time)",
@@ -52,11 +56,13 @@ class Prediction:
     exclude_ops: tuple[str, ...] = ()
     exclude_modules: tuple[str, ...] = ()
     exclude_params: tuple[str, ...] = ()
+    by_preference: bool = False  # a skip the profile's preferences asked for
 
     @classmethod
     def of(cls, decision: Decision) -> Prediction:
+        wished = decision.mode == "skip" and any(e.startswith(PREFERENCE) for e in decision.evidence)
         return cls(decision.mode, decision.exclude_dtypes, decision.exclude_ops, decision.exclude_modules,
-                   decision.exclude_params)
+                   decision.exclude_params, wished)
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,8 @@ def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[E
 def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
     """One of :data:`VERDICTS` (see the module docstring)."""
     kept = _kept(prediction, variants)
+    if prediction.by_preference:
+        return "by_preference"
     if not kept:
         return "not_run"
     if all(v.consistently_passed for v in kept):
@@ -163,19 +171,23 @@ def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, 
     """Per predicted mode, how many tests got each verdict; and the totals."""
     table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
     wrong: dict[str, list[str]] = {verdict: [] for verdict in WRONG}
+    wished_passing: list[str] = []
     for key, prediction in sorted(predictions.items()):
         verdict = judge(prediction, truth.get(key, ()))
         table.setdefault(prediction.mode, Counter())[verdict] += 1
         if verdict in wrong:
             wrong[verdict].append(str(key))
+        elif verdict == "by_preference" and judge(replace(prediction, by_preference=False),
+                                                  truth.get(key, ())) == "lost_coverage":
+            wished_passing.append(str(key))
     total: Counter[str] = Counter()
     for counts in table.values():
         total.update(counts)
-    judged = sum(total[v] for v in VERDICTS if v != "not_run")
+    judged = sum(total[v] for v in VERDICTS if v not in ("not_run", "by_preference"))
     return {"per_mode": {m: {v: c.get(v, 0) for v in VERDICTS} | {"decided": sum(c.values())} for m, c in table.items()},
             "total": {v: total.get(v, 0) for v in VERDICTS} | {"decided": sum(total.values())},
             "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None,
-            "wrong": wrong}
+            "wrong": wrong, "by_preference_passing": wished_passing}
 
 
 def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], keys: Iterable[TestKey]) -> list[TestKey]:
@@ -195,7 +207,8 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
     sources = list(result["sources"])
     if not sources:
         return []
-    lines = ["| predicted mode | " + " | ".join(f"{s}: decided / held / wrong / flaky / not run" for s in sources) + " |",
+    lines = ["| predicted mode | " + " | ".join(f"{s}: decided / held / wrong / flaky / not run / by preference"
+                                               for s in sources) + " |",
              "|---|" + "---|" * len(sources)]
     for mode in (*MODES, "total"):
         cells = []
@@ -203,7 +216,8 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
             data = result["sources"][s]
             row = data["total"] if mode == "total" else data["per_mode"].get(mode, {})
             wrong = row.get("lost_coverage", 0) + row.get("wasted", 0) + row.get("passes_anyway", 0)
-            cells.append(f"{row.get('decided', 0)} / {row.get('held', 0)} / {wrong} / {row.get('flaky', 0)} / {row.get('not_run', 0)}")
+            cells.append(f"{row.get('decided', 0)} / {row.get('held', 0)} / {wrong} / {row.get('flaky', 0)} / "
+                         f"{row.get('not_run', 0)} / {row.get('by_preference', 0)}")
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     lines.append("")
     for s in sources:
@@ -214,6 +228,11 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
                      f"{result['sources'][s]['judged']} judged")
         for verdict, names in result["sources"][s].get("wrong", {}).items():
             lines += [f"  - {verdict}: `{name}`" for name in names]
+        wished = result["sources"][s].get("by_preference_passing", [])
+        if t.get("by_preference"):
+            lines.append(f"- {s}: {t['by_preference']} skip(s) the profile's preferences asked for, not judged; "
+                         f"{len(wished)} of them pass on the device")
+            lines += [f"  - by_preference, passes: `{name}`" for name in wished]
     return lines
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from testcurator.agents.brain import ExecutionRecord
+from testcurator.agents.decision import Decision
 from testcurator.vocab import TestKey
 from testcurator.pipelines.evaluate import SOURCES, Prediction, evaluate, judge, markdown, unrun
 
@@ -51,16 +54,35 @@ def test_table_counts_per_mode_and_renders_side_by_side() -> None:
                     K("f::A::c"): Prediction("skip"), K("f::A::d"): Prediction("skip")}, truth)
     assert good["total"]["held"] == 3 and good["held_share"] == 1.0
     assert bad["per_mode"]["skip"] == {"held": 0, "lost_coverage": 2, "wasted": 0, "passes_anyway": 0, "flaky": 0,
-                                       "not_run": 1, "decided": 3}
+                                       "not_run": 1, "by_preference": 0, "decided": 3}
     assert bad["per_mode"]["mandatory_success"]["wasted"] == 1 and bad["held_share"] == 0.0
     lines = markdown({"sources": {"offline": good, "llm": bad}, "tests_observed": 3})
     assert lines[0].startswith("| predicted mode | offline: decided") and "llm: decided" in lines[0]
-    assert "| skip | 0 / 0 / 0 / 0 / 0 | 3 / 0 / 2 / 0 / 1 |" in lines
+    assert "| skip | 0 / 0 / 0 / 0 / 0 / 0 | 3 / 0 / 2 / 0 / 1 / 0 |" in lines
     assert any(line.startswith("- llm: 2 skip(s) that pass on the device (lost coverage), 1 mandatory_success") for line in lines)
     # Every wrong prediction is named (issue 22: "1 skip(s) that pass" said nothing about which).
     assert bad["wrong"] == {"lost_coverage": ["f::A::a", "f::A::c"], "wasted": ["f::A::b"], "passes_anyway": []}
     assert "  - lost_coverage: `f::A::c`" in lines and "  - wasted: `f::A::b`" in lines
     assert unrun(truth, [K("f::A::a"), K("f::A::d")]) == [K("f::A::d")]
+
+
+def test_a_skip_the_preferences_asked_for_is_not_judged_but_named_when_it_passes() -> None:
+    """The profile said "no sparse": a sparse test's skip is the user's scope, not a
+    prediction that the device fails it; eval does not count it either way, and says which
+    of them pass on the device."""
+    wish = Decision(test="A::a", mode="skip", reason="Skip: it needs sparse, which the preference `no sparse` excludes.",
+                    evidence=("source: `x.to_sparse()`", "preference `no sparse`"), brain="offline", prompt_hash="h")
+    guess = Decision(test="A::b", mode="skip", reason="Skip: no reason.", evidence=("source: `x`",), brain="offline",
+                     prompt_hash="h")
+    assert Prediction.of(wish).by_preference and not Prediction.of(guess).by_preference
+    truth = {K("f::A::a"): [PASS], K("f::A::b"): [PASS], K("f::A::c"): [FAIL_F16]}
+    result = evaluate({K("f::A::a"): Prediction.of(wish), K("f::A::b"): Prediction.of(guess),
+                       K("f::A::c"): Prediction.of(replace(wish, test="A::c"))}, truth)
+    assert result["per_mode"]["skip"]["by_preference"] == 2 and result["per_mode"]["skip"]["lost_coverage"] == 1
+    assert result["judged"] == 1 and result["by_preference_passing"] == ["f::A::a"]
+    lines = markdown({"sources": {"stored": result}, "tests_observed": 3})
+    assert "- stored: 2 skip(s) the profile's preferences asked for, not judged; 1 of them pass on the device" in lines
+    assert "  - by_preference, passes: `f::A::a`" in lines
 
 
 def test_sources_are_an_explicit_registry() -> None:

@@ -226,6 +226,7 @@ def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: 
     assert stored == offline  # the offline brain asked again decides as the run did
     assert stored["total"]["not_run"] < before["not_run"]  # skipped tests now have results
     assert stored["per_mode"]["skip"]["decided"] == stored["per_mode"]["skip"]["held"] + stored["per_mode"]["skip"][
-        "lost_coverage"] + stored["per_mode"]["skip"]["flaky"] + stored["per_mode"]["skip"]["not_run"]
+        "lost_coverage"] + stored["per_mode"]["skip"]["flaky"] + stored["per_mode"]["skip"]["not_run"] + stored[
+        "per_mode"]["skip"]["by_preference"]
     assert (reference.run_dir / "eval" / "exec" / "results.jsonl").exists()
     assert kit.main(["eval", str(reference.run_dir), "--source", "oracle"]) == 2
