@@ -25,7 +25,7 @@ def test_chat_template_keeps_the_system_message_in_gemmas_first_user_turn() -> N
 def test_server_command_and_the_variables_that_point_the_brain_at_it(tmp_path: Path) -> None:
     server = LocalServer(tmp_path / "model.gguf", port=8123, context_tokens=4096, threads=1)
     cmd = server.command()
-    assert cmd[1:3] == ["-m", "llama_cpp.server"] and cmd[cmd.index("--n_ctx") + 1] == "4096"
+    assert cmd[1:3] == ["-m", "testcurator.agents.llm.server"] and cmd[cmd.index("--n_ctx") + 1] == "4096"
     assert cmd[cmd.index("--chat_format") + 1] == "hf-tokenizer-config" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
     config = json.loads(Path(cmd[cmd.index("--hf_tokenizer_config_path") + 1]).read_text())
     assert config["chat_template"] == CHAT_TEMPLATE and config["eos_token"] == "<end_of_turn>"
