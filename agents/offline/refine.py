@@ -43,7 +43,9 @@ class Variant:
         return "timed out" if self.cls() == "timeout" or "timeout" in self.rec.outcomes else "crashed"
 
     def why(self) -> str:
-        return f"{self.cls()} ({quote(self.rec.message) if self.rec.message else 'no message'})"
+        # "failed with unknown (...)" reads as a word missing: name the class only when known.
+        cls = "an unclassified failure" if self.cls() == "unknown" else self.cls()
+        return f"{cls} ({quote(self.rec.message) if self.rec.message else 'no message'})"
 
 
 def _variant(rec: ExecutionRecord) -> Variant:
