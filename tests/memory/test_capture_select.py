@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, SAME_KIND, SKIPPED_UPSTREAM, kind_of,
-                                               project, select)
+from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, SAME_KIND, SKIPPED_UPSTREAM, family,
+                                               kind_of, project, select)
 from testcurator.plugin.oprecord import OpRecord
 
 F = "test/test_ops.py"
@@ -72,6 +72,24 @@ def test_a_budget_smaller_than_one_kind_per_test_spreads_over_the_files() -> Non
     sel = select(records, None, cost=lambda rec: 1.0, budget_s=3.0)
     assert sorted(r.nodeid.split("::")[0] for r in sel.keep) == ["test/test_a.py", "test/test_b.py", "test/test_c.py"]
     assert sel.left_out[OVER_BUDGET] == 9
+
+
+@pytest.mark.parametrize(("dtype", "expected"), [
+    ("float32", "floating"), ("float64", "floating"), ("float16", "reduced_floating"),
+    ("bfloat16", "reduced_floating"), ("float8_e4m3fn", "reduced_floating"), ("int64", "integral"),
+    ("uint8", "integral"), ("complex64", "complex"), ("bool", "bool"),
+])
+def test_dtype_families(dtype: str, expected: str) -> None:
+    assert family(dtype) == expected
+
+
+def test_reduced_precision_floats_are_captured_apart_from_float32() -> None:
+    # An exact comparison that holds in float32 can fail in bfloat16 on CPU itself (upstream
+    # test_scatter_reduce_sum): a projection from float32 would hide that CPU failure.
+    records = [static(f"test_sum_cpu_{dt}", "TestOps::test_sum", dt) for dt in ("float32", "float64", "bfloat16", "float16")]
+    sel = select(records, None, cost=lambda rec: 1.0)
+    assert sorted(r.dtype or "" for r in sel.keep) == ["float16", "float32"]
+    assert sel.source_of[f"{F}::TestOpsCPU::test_sum_cpu_bfloat16"] == f"{F}::TestOpsCPU::test_sum_cpu_float16"
 
 
 @pytest.mark.parametrize(("name", "dtype", "expected"), [
