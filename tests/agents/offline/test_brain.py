@@ -390,6 +390,19 @@ def test_refine_keeps_the_finding_that_it_fails_on_cpu_too() -> None:
     assert "as on CPU, the reference device (1 of 1 instance failed): the failure is not the backend's" in record.reason
 
 
+def test_refine_keeps_the_cpu_finding_beside_an_exclusion() -> None:
+    """Some CPU instances failed (the bucket stage: xfail); on the device only bfloat16 fails:
+    the exclusion's reason still says CPU failed too (upstream test_scatter_reduce_sum)."""
+    req = breq(dtypes=("float32", "bfloat16"), cpu_outcomes=("passed", "failed"), cpu_failure="AssertionError: 0.125")
+    [static] = brain().bucket([req], ctx())
+    assert static.mode == "xfail"
+    failed = rec("test_a_curatedev_bfloat16", "failed", "failed", dtype="bfloat16", cls="numerical_mismatch", msg=MSG_CLOSE)
+    passed = rec("test_a_curatedev_float32", "passed", dtype="float32")
+    [record] = brain().refine([RefineRequest(req, static, (failed, passed))], ctx())
+    assert (record.mode, record.exclude_dtypes) == ("mandatory_success", ("bfloat16",))
+    assert "; on CPU, the reference device, 1 of 2 instances failed too)" in record.reason, record.reason
+
+
 def test_refine_only_proposes_promoting_a_decision_from_the_config() -> None:
     """A config's xfail may be a person's: passing variants propose, they do not promote."""
     earlier = replace(prev(PLAIN_TEST, "xfail"), brain=CONFIG_BRAIN)
