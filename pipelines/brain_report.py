@@ -118,8 +118,9 @@ def markdown(data: Mapping[str, Any]) -> str:
                          "(the configs are valid; rerun to ask the LLM again)")
         if llm.get("budget_s"):
             lines.append(f"- time budget {llm['budget_s']:.0f} s (`--llm-budget-s`), {llm['budget_spent_s']:.0f} s spent; "
-                         f"{usage.get('over_budget', 0)} decision(s) not asked within it; prompt read at "
-                         f"{llm.get('prompt_tokens_per_s') or 'n/a'} tokens/s")
+                         f"{usage.get('over_budget', 0)} decision(s) not asked within it; prompts reached their first "
+                         f"token at {llm.get('prompt_tokens_per_s') or 'n/a'} estimated tokens/s (a prefix the "
+                         "server kept from an earlier request counts, though it was not read again)")
         lines += [f"- context window {llm['context_tokens']} tokens ({llm['context_source']}), output cap "
                   f"{llm['max_output_tokens']}, concurrency {llm['concurrency']}, idle timeout {llm['idle_timeout_s']} s",
                   f"- {usage['calls']} call(s), {usage['prompt_tokens']} prompt tokens (estimated "
