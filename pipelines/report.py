@@ -335,7 +335,7 @@ def _markdown(data: Mapping[str, Any]) -> str:
         infra = verify.get("infrastructure") or []
         lines.append(f"- infrastructure failures: {len(infra)}")
         lines += [f"  - {_cell(text)}" for text in infra]
-    lines += ["", "## Brains and LLM usage", "", "- decisions by brain: " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
+    lines += ["", "## Brains and LLM usage", "", "- test decisions by brain (scope's file decisions not counted): " + ", ".join(f"{k} {v}" for k, v in sorted(data["brains"].items())),
               *(["- usage: " + ", ".join(f"{k} {v}" for k, v in sorted(data["usage"].items()))]
                 if any(data["usage"].values()) else []), "",
               brain_report.markdown(data), "## Time per stage, in pipeline order", "", "| stage | s |", "|---|---:|"]
