@@ -27,7 +27,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-# How many of the best tokens are matched one by one before the grammar is applied to all.
+# How many of the best tokens are matched (in one call) before the grammar is applied to all.
 SHORTLIST = 2048
 _TOKEN = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
 
@@ -43,8 +43,7 @@ class GrammarFirstSampler:
             raise ValueError("llama.cpp refused the grammar")
         self.checked = 0
         self.refused = 0
-        self._one = (llama_cpp.llama_token_data * 1)()
-        self._one_array = llama_cpp.llama_token_data_array(self._one, 1, -1, False)
+        # One scratch array for the matches: the model's pick alone, or the shortlist.
         self._short = (llama_cpp.llama_token_data * SHORTLIST)()
         self._short_array = llama_cpp.llama_token_data_array(self._short, SHORTLIST, -1, False)
         # The callbacks must outlive the chain: keep references on self.
@@ -63,12 +62,14 @@ class GrammarFirstSampler:
         self.sampler.iface = ctypes.pointer(iface)
         self.sampler.ctx = None
 
-    def allows(self, token: int) -> bool:
-        """Whether the grammar, in its current state, allows ``token`` next."""
-        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
-        self._one_array.size, self._one_array.selected, self._one_array.sorted = 1, -1, False
-        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._one_array))
-        return bool(np.isfinite(self._one[0].logit))
+    def _match(self, candidates: np.ndarray) -> np.ndarray:
+        """Which of ``candidates`` (at most :data:`SHORTLIST`) the grammar, in its current
+        state, allows next: one call over the scratch array, which it marks in place."""
+        scratch = np.frombuffer(self._short, dtype=_TOKEN, count=len(candidates))
+        scratch[:] = candidates
+        self._short_array.size, self._short_array.selected, self._short_array.sorted = len(candidates), -1, False
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._short_array))
+        return np.isfinite(scratch["logit"])
 
     def apply(self, cur_p: Any) -> None:
         size = int(cur_p.size)
@@ -79,9 +80,9 @@ class GrammarFirstSampler:
         self.checked += 1
         logits = tokens["logit"]
         best = int(np.argmax(logits))
-        if self.allows(int(tokens[best]["id"])):
+        if self._match(tokens[best:best + 1])[0]:
             return  # greedy picks this same token next: nothing to prune
-        choice = self._next_allowed(tokens, best)
+        choice = self._next_allowed(tokens)
         if choice is None:
             self.refused += 1
             llama_cpp.llama_sampler_apply(self.grammar, ctypes.pointer(cur_p))
@@ -89,7 +90,7 @@ class GrammarFirstSampler:
             tokens[0] = tokens[choice]
             cur_p.size = 1
 
-    def _next_allowed(self, tokens: np.ndarray, best: int) -> int | None:
+    def _next_allowed(self, tokens: np.ndarray) -> int | None:
         """The best allowed token among the :data:`SHORTLIST` best, ties to the lower index
         as greedy breaks them; None when none of them is allowed, or when a token left out
         of the shortlist could tie with the one found (then the grammar decides)."""
@@ -98,11 +99,7 @@ class GrammarFirstSampler:
             return None
         top = np.argpartition(-logits, SHORTLIST)[:SHORTLIST]
         order = top[np.lexsort((top, -logits[top]))]
-        shortlist = np.frombuffer(self._short, dtype=_TOKEN, count=SHORTLIST)
-        shortlist[:] = tokens[order]
-        self._short_array.size, self._short_array.selected, self._short_array.sorted = SHORTLIST, -1, False
-        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._short_array))
-        allowed = np.flatnonzero(np.isfinite(shortlist["logit"]))
+        allowed = np.flatnonzero(self._match(tokens[order]))
         if not len(allowed) or logits[order[allowed[0]]] <= logits[order[-1]]:
             return None
         return int(order[allowed[0]])
