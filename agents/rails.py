@@ -33,7 +33,9 @@ BAD_EDIT = "bad_edit"
 NO_REASON = "no_reason"
 UNSUPPORTED_DROP = "unsupported_drop"
 UNFOUNDED_CLAIM = "unfounded_claim"
-MIN_REASON_WORDS = 3
+COPIED_REASON = "copied_reason"
+MIN_REASON_WORDS = 4
+MIN_COPIED_WORDS = 6
 PATH_OUTSIDE_TREE = "path_outside_tree"
 UNKNOWN_PATH = "unknown_path"
 
@@ -106,15 +108,30 @@ def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest 
     return out
 
 
-def check_reasons(subjects_and_reasons: Sequence[tuple[str, str]]) -> list[RailViolation]:
-    """A model's reasoning that says nothing a reviewer can read (``:{``, ``1``, a lone word):
-    the config would carry it as the entry's reason."""
-    return [RailViolation(subject, NO_REASON, f"the reasoning {reason[:40]!r} says nothing: write at least "
-                                              f"{MIN_REASON_WORDS} words on the evidence")
-            for subject, reason in subjects_and_reasons if len(_WORDS.findall(reason)) < MIN_REASON_WORDS]
+def check_reasons(subjects_and_reasons: Sequence[tuple[str, str]], prompt_text: str = "") -> list[RailViolation]:
+    """A model's reasoning that says nothing a reviewer can read, or is not its own: fewer than
+    :data:`MIN_REASON_WORDS` words of prose (identifiers, paths, dtypes and numbers are not
+    words: a 270M model answered "unsupported_dtype (float64)" and "It only calls
+    aten::_local_scalar_dense"), or a sentence copied from ``prompt_text`` (the prompt's own
+    example, which says nothing about this test). The config would carry it as the reason."""
+    out = []
+    copied = _normal(prompt_text)
+    for subject, reason in subjects_and_reasons:
+        words = [w for w in reason.split() if _PROSE.fullmatch(w)]
+        if len(words) < MIN_REASON_WORDS:
+            out.append(RailViolation(subject, NO_REASON, f"the reasoning {reason[:40]!r} says nothing: write at least "
+                                                         f"{MIN_REASON_WORDS} plain words on this test's evidence"))
+        elif len(words) >= MIN_COPIED_WORDS and _normal(reason) in copied:
+            out.append(RailViolation(subject, COPIED_REASON, "the reasoning is copied from the prompt's example: write "
+                                                             "this test's own from its evidence"))
+    return out
 
 
-_WORDS = re.compile(r"[A-Za-z]{2,}")
+def _normal(text: str) -> str:
+    return " ".join(text.lower().replace('"', " ").split()).strip(" .")
+
+
+_PROSE = re.compile(r"[(\"']?[A-Za-z]{2,}(?:'[a-z]+)?[)\"',.;:!?]*")
 _ATEN = re.compile(r"aten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
 
 
@@ -124,7 +141,9 @@ def check_claims(decisions: Sequence[Decision], requests: Sequence[BucketRequest
     call other ops; the config would carry a false reason."""
     out = []
     for decision, base in _with_base(decisions, requests):
-        called = [*base.aten_ops, *(split_key(call)[0] for call in (base.probe.gaps if base.probe else ()))]
+        gaps = base.probe.gaps if base.probe else {}
+        # An op the probe's error names (a composite's missing inner kernel) is evidence too.
+        called = [*base.aten_ops, *(split_key(call)[0] for call in gaps), *_ATEN.findall(" ".join(e for _, e in gaps.values()))]
         unfounded = sorted({op for op in _ATEN.findall(decision.reason)
                             if not any(op_matches(c, op) or op_matches(op, c) for c in called)})
         if unfounded:

@@ -119,7 +119,7 @@ class LLMBrain:
         """Batches of ``todo`` asked (see the module docstring): (accepted, rejected -> why)."""
         done: dict[str, R] = {}
         rejected: dict[str, list[str]] = {}
-        plan = self._plan(prompt, stage.answer, [request_json(r) for r in todo], ctx, stage.items_var)
+        plan = self._plan(prompt, stage.answer, [stage.view(r) for r in todo], ctx, stage.items_var)
         for index in plan.too_large:
             rejected[stage.key(todo[index])] = [f"request too large for the model's context window ({plan.budget} tokens)"]
         batches = [([todo[i] for i in b.indices], b.max_tokens) for b in plan.batches]
@@ -176,14 +176,14 @@ class LLMBrain:
         if "rejected" in data:
             return list(data["rejected"])
         record = from_dict(stage.record, data)
-        # Rails again: the tests in memory may have changed since the answer was cached.
-        return None if stage.check([record], [request], ctx) else record
+        # Rails again: the tests in memory, or the rails themselves, may have changed since.
+        return None if self._violations(stage, prompt, [record], [request], ctx) else record
 
     def _batch(self, stage: Stage[R], prompt: Prompt, batch: Sequence[Any], ctx: BrainContext,
                max_tokens: int) -> tuple[dict[str, R], dict[str, list[str]], bool]:
         """(accepted records, rejected keys -> why, settled) for one batch; ``settled`` is
         False when the endpoint or the answer format failed (worth asking again later)."""
-        variables = {"backend": ctx.backend.to_prompt(), stage.items_var: [request_json(r) for r in batch]}
+        variables = {"backend": ctx.backend.to_prompt(), stage.items_var: [stage.view(r) for r in batch]}
         content = json.dumps(variables, sort_keys=True, default=str)
         narrow = Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in batch))
         try:
@@ -198,7 +198,7 @@ class LLMBrain:
                 if problems and all(v.rule == rails.MISSING for v in problems):
                     # Cut off at the output cap (agents/llm_negotiate.complete_items kept the
                     # items before the cut): the rest is asked afresh, not the whole batch again.
-                    rest = {**variables, stage.items_var: [request_json(r) for r in todo]}
+                    rest = {**variables, stage.items_var: [stage.view(r) for r in todo]}
                     retry = self.client.call(prompt, rest, stage.answer, json.dumps(rest, sort_keys=True, default=str),
                                              max_tokens=max_tokens,
                                              narrow=Narrow("decisions", stage.key_field, tuple(stage.key(r) for r in todo)))
@@ -239,16 +239,7 @@ class LLMBrain:
         """Records of ``answer`` the rails accept for ``batch`` (records for ``ignore``d keys,
         already accepted earlier, are dropped before checking), and the violations."""
         records = [rec for rec in (stage.to_record(i, prompt) for i in answer.decisions) if stage.key(rec) not in ignore]
-        violations = stage.check(records, batch, ctx)
-        violations += rails.check_reasons([(stage.key(rec), rec.reason) for rec in records])
-        if stage.record is FileDecision and any(not rec.keep for rec in records):  # type: ignore[attr-defined]
-            # Only a keep the rules are sure of (device-generic tests, a hooked feature): one they
-            # keep for review, knowing nothing, the model may overrule.
-            kept = {d.path: d.reason for d in self.fallback.scope(list(batch), ctx) if d.keep and not d.needs_review}
-            violations += rails.check_drops(records, kept)  # type: ignore[arg-type]
-        if stage.record is Decision:  # the model's exclusions must be ones a config can carry
-            violations += rails.check_edits(records, batch)  # type: ignore[arg-type]
-            violations += rails.check_claims(records, batch)  # type: ignore[arg-type]
+        violations = self._violations(stage, prompt, records, batch, ctx)
         self.client.count(rail_violations=len(violations))
         if violations:
             self.client.audit.write(kind="rails_rejected", prompt=prompt.name, model=self.settings.model,
@@ -258,6 +249,21 @@ class LLMBrain:
         bad = rails.rejected_subjects(violations, wanted)
         accepted = {stage.key(rec): rec for rec in records if stage.key(rec) in wanted and stage.key(rec) not in bad}
         return accepted, violations
+
+    def _violations(self, stage: Stage[R], prompt: Prompt, records: Sequence[R], batch: Sequence[Any],
+                    ctx: BrainContext) -> list[rails.RailViolation]:
+        """Every rail the model's ``records`` for ``batch`` break (fresh answers and cached ones alike)."""
+        violations = stage.check(records, batch, ctx)
+        violations += rails.check_reasons([(stage.key(rec), rec.reason) for rec in records], prompt.system)
+        if stage.record is FileDecision and any(not rec.keep for rec in records):  # type: ignore[attr-defined]
+            # Only a keep the rules are sure of (device-generic tests, a hooked feature): one they
+            # keep for review, knowing nothing, the model may overrule.
+            kept = {d.path: d.reason for d in self.fallback.scope(list(batch), ctx) if d.keep and not d.needs_review}
+            violations += rails.check_drops(records, kept)  # type: ignore[arg-type]
+        if stage.record is Decision:  # the model's exclusions must be ones a config can carry
+            violations += rails.check_edits(records, batch)  # type: ignore[arg-type]
+            violations += rails.check_claims(records, batch)  # type: ignore[arg-type]
+        return violations
 
     def _fall_back(self, stage: Stage[R], requests: list[Any], why: dict[str, list[str]], ctx: BrainContext) -> dict[str, R]:
         if not requests:

@@ -11,9 +11,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from testcurator.agents import rails
-from testcurator.agents.brain import Brain, BrainContext
+from testcurator.agents.brain import Brain, BrainContext, request_json
 from testcurator.agents.decision import LLM_BRAIN, Decision, FileDecision
 from testcurator.agents.llm.answers import BucketAnswer, BucketItem, ScopeAnswer, ScopeItem
+from testcurator.agents.llm.evidence import view
 from testcurator.agents.llm.negotiate import one_line
 from testcurator.prompts import Prompt
 
@@ -35,6 +36,7 @@ class Stage(Generic[R]):
     to_record: Callable[[Any, Prompt], R]
     check: Callable[[Sequence[R], Sequence[Any], BrainContext], list[rails.RailViolation]]
     fallback: Callable[[Brain, Sequence[Any], BrainContext], list[R]]
+    view: Callable[[Any], dict[str, Any]]  # a request as the prompt shows it (agents/llm/evidence.py)
 
     @property
     def key_field(self) -> str:
@@ -67,8 +69,8 @@ def _check_paths(decisions: Sequence[FileDecision], requests: Sequence[Any], ctx
 
 
 SCOPE = Stage("scope", ScopeAnswer, "candidates", FileDecision, lambda r: r.path, _file_decision, _check_paths,
-               lambda b, rs, c: b.scope(rs, c))
+               lambda b, rs, c: b.scope(rs, c), request_json)
 BUCKET = Stage("bucket", BucketAnswer, "tests", Decision, lambda r: r.test, _decision, _check_tests,
-                lambda b, rs, c: b.bucket(rs, c))
+                lambda b, rs, c: b.bucket(rs, c), view)
 REFINE = Stage("refine", BucketAnswer, "tests", Decision, lambda r: r.test, _decision, _check_tests,
-                lambda b, rs, c: b.refine(rs, c))
+                lambda b, rs, c: b.refine(rs, c), view)

@@ -117,7 +117,8 @@ def test_symlink_escaping_the_tree_is_outside(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("reason, ok", [
     (":{", False), ("1", False), ("}, ", False), ("evis evis", False),
-    ("It calls aten::add on float32, which works.", True), ("keeps eager ops", True),
+    ("It calls aten::add on float32, which works.", True), ("keeps eager ops", False), ("unsupported_dtype (float64)", False),
+    ("It only calls aten::_local_scalar_dense", False), ("it keeps the eager ops", True),
 ])
 def test_a_reasoning_must_say_something_a_reviewer_can_read(reason: str, ok: bool) -> None:
     from testcurator.agents.rails import NO_REASON, check_reasons
@@ -156,3 +157,34 @@ def test_a_reasoning_may_name_only_ops_the_test_called(reason: str, ok: bool) ->
                         prompt_hash=None)
     found = check_claims([decision], [request])
     assert (found == []) is ok and all(v.rule == UNFOUNDED_CLAIM and "aten::add.Tensor" in v.message for v in found)
+
+
+def test_an_op_the_probe_error_names_is_founded() -> None:
+    from testcurator.agents.brain import BucketRequest
+    from testcurator.agents.decision import Decision
+    from testcurator.agents.rails import check_claims
+    from testcurator.memory.capability import ProbeEvidence
+
+    error = "NotImplementedError: Could not run 'aten::native_batch_norm' with arguments from the 'dev' backend."
+    probe = ProbeEvidence(gaps={"aten::native_layer_norm(float32)": ("missing_kernel", error)})
+    request = BucketRequest("TestA::test_norm", "test_a.py", "h", aten_ops=("aten::native_layer_norm",), probe=probe)
+
+    def claims(reason: str) -> list[str]:
+        decision = Decision(test="TestA::test_norm", mode="xfail_strict", reason=reason, evidence=(), brain="llm", prompt_hash=None)
+        return [v.message for v in check_claims([decision], [request])]
+
+    assert claims("The device lacks aten::native_batch_norm, which layer norm runs on.") == []
+    assert claims("The device lacks aten::batch_norm_stats here.") != []
+
+
+@pytest.mark.parametrize("reason, rule", [
+    ("Every float64 instance makes a call the probe found unsupported for that dtype.", "copied_reason"),
+    ('"every FLOAT64 instance makes a call the probe found unsupported for that dtype"', "copied_reason"),
+    ("Every float64 instance makes a call.", None),  # too short to call a copy: plain words do repeat
+    ("Its float64 instances call aten::abs, which the probe found unsupported.", None),
+])
+def test_a_reasoning_copied_from_the_prompt_is_not_the_models_own(reason: str, rule: str | None) -> None:
+    from testcurator.agents.rails import check_reasons
+
+    prompt = 'The reasoning reads like this: "Every float64 instance makes a call the probe found\nunsupported for that dtype, and so on."'
+    assert [v.rule for v in check_reasons([("TestA::test_one", reason)], prompt)] == ([rule] if rule else [])

@@ -8,9 +8,14 @@ drops every path in scope would leave nothing to bucket.) A 270M model answers b
 must hold is the machinery around it: the server refuses json_schema and the client steps
 down instead of failing, every answer is parsed or re-asked, whatever the model gets wrong is
 caught by the rails and decided offline, and the config validates (level 2). And the model
-must have answered: at least :data:`MIN_SHARE` of the decisions are its own (a client that
-gets no usable answer out of a real server fails here, however well it falls back), and the
-client never hung up on an answer the server was still sending (its log says so when it did).
+must have answered: for at least :data:`MIN_SHARE` of the decisions its own answer reached
+the rails, taken or refused there for what it says (a client that gets no usable answer out
+of a real server fails here, however well it falls back: an invalid answer, a dead endpoint
+or a spent budget does not count), and the client never hung up on an answer the server was
+still sending (its log says so when it did). How many of those answers the rails took is
+printed, not asserted: that is the model's quality, not the client's. The 270M model's
+reasons are mostly not reasons ("1 test file(s) (1 test function)", a file path): the rails
+refuse them (agents/rails.check_reasons).
 Without the extra installed the test is skipped, except in CI (``CI=true``), where that is
 a failure: .ci/run installs the extra.
 """
@@ -38,8 +43,9 @@ from testcurator.memory.builder import build
 from testcurator.pipelines.emit import EmitResult, emit_file
 
 CONTEXT = 4096
-# Of the 3 scope and 3 bucket decisions, the 270M model's own: 4 to 6 of 6 on the answers seen
-# on this machine (the rails take the rest); under half means the client lost the answers.
+# Of the 3 scope and 3 bucket decisions, those the 270M model answered (its answer taken, or
+# refused by the rails for what it says): 6 of 6 on this machine; under half means the client
+# lost the answers.
 MIN_SHARE = 0.5
 
 
@@ -103,12 +109,15 @@ def test_llm_brain_end_to_end_against_the_real_local_server(kit: ModuleType, tmp
         emit_file(configs, tree, profile, "test/test_small_math.py", decisions, {}, set(), EmitResult())
         assert kit.main(["validate", str(configs), "--torch-root", str(tree), "--level", "2"]) == 0
         seconds = time.perf_counter() - start
-        share = sum(d.brain == "llm" for d in [*scoped, *decisions]) / (len(scoped) + len(decisions))
+        everything = [*scoped, *decisions]
+        taken = sum(d.brain == "llm" for d in everything) / len(everything)
+        answered = sum(d.brain == "llm" or any(e.startswith("llm: rail ") for e in d.evidence) for d in everything) / len(everything)
         pace = brain.client.transport.pace
         print(f"\nreal server: {seconds:.1f} s, {usage.calls} calls, {usage.completion_tokens} completion tokens, "
-              f"{pace.tokens_per_s or 0:.1f} tokens/s, LLM share {share:.0%}, fallbacks {usage.fallbacks}, re-asks {usage.reasks}")
+              f"{pace.tokens_per_s or 0:.1f} tokens/s, answered {answered:.0%}, taken by the rails {taken:.0%}, "
+              f"fallbacks {usage.fallbacks}, re-asks {usage.reasks}")
         assert pace.measured  # the answers were streamed, and timed
-        assert share >= MIN_SHARE, f"only {share:.0%} of the decisions are the model's: see {state}/llm_audit.jsonl"
+        assert answered >= MIN_SHARE, f"only {answered:.0%} of the decisions got the model's answer: see {state}/llm_audit.jsonl"
         assert "Disconnected from client" not in (tmp_path / "server.log").read_text(errors="replace")
     finally:
         llm_local.stop(proc)

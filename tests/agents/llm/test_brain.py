@@ -53,7 +53,7 @@ def ctx(tmp_path: Path) -> BrainContext:
 
 
 def item(test: str, mode: str = "mandatory_success") -> dict[str, object]:
-    return {"test": test, "reasoning": f"why {test}", "evidence": ["ops: add"], "mode": mode,
+    return {"test": test, "reasoning": f"the evidence says {test} belongs here", "evidence": ["ops: add"], "mode": mode,
             "exclude_dtypes": [], "exclude_ops": [], "needs_review": False, "missing": []}
 
 
@@ -73,7 +73,7 @@ def test_batches_and_accepts_valid_answers(fake_openai: FakeOpenAI, llm_settings
     assert [d.test for d in decisions] == TESTS
     assert [d.mode for d in decisions] == ["mandatory_success", "mandatory_success", "xfail_strict"]
     assert {d.brain for d in decisions} == {"llm"} and fallback.asked == []
-    assert decisions[0].prompt_hash == load_prompt("bucket").hash and decisions[0].reason == "why TestA::test_one"
+    assert decisions[0].prompt_hash == load_prompt("bucket").hash and decisions[0].reason == "the evidence says TestA::test_one belongs here"
     assert len(fake_openai.requests) == 2 and brain.usage.calls == 2
     # The answer is pinned to the batch: one required property per requested test, in order.
     decisions = fake_openai.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["decisions"]
@@ -104,6 +104,21 @@ def test_rerun_over_unchanged_tests_makes_no_call(fake_openai: FakeOpenAI, llm_s
     again.bucket(changed, ctx)
     assert len(fake_openai.requests) == 2
     assert "TestA::test_two" not in fake_openai.requests[1]["messages"][1]["content"]
+
+
+def test_a_cached_answer_the_rails_now_refuse_is_asked_again(fake_openai: FakeOpenAI, llm_settings: LLMSettings,
+                                                             ctx: BrainContext, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_openai.script(answer(good_batch(TESTS)))
+    make(llm_settings, tmp_path)[0].bucket(REQUESTS, ctx)
+    # A stricter reason rail than when the answers were cached ("the evidence says X belongs here": 5 words).
+    monkeypatch.setattr("testcurator.agents.rails.MIN_REASON_WORDS", 6)
+    fake_openai.script(answer(good_batch(TESTS)), answer(good_batch(TESTS)))
+    again = make(llm_settings, tmp_path)[0]
+    decisions = again.bucket(REQUESTS, ctx)
+    # The batch's answer comes back from the client's cache; the re-ask with the rail's error is new.
+    assert again.usage.cached_items == 3 and again.usage.reasks == 1 and len(fake_openai.requests) == 2
+    assert {d.brain for d in decisions} == {"llm->offline"} and all("rail no_reason" in d.reason for d in decisions)
 
 
 @pytest.mark.parametrize(("bad", "rule"), [
