@@ -164,13 +164,13 @@ class Policy:
     def scope_item(self, cand: dict[str, Any]) -> dict[str, Any]:
         path = cand["path"]
         keep = path not in self.drop
-        return {"path": self.rename.get(path, path), "reasoning": f"fake-llm {'keeps' if keep else 'drops'} {path}",
+        return {"path": self.rename.get(path, path), "reasoning": f"the fake model {'keeps' if keep else 'drops'} {path}",
                 "evidence": [cand.get("summary", "")], "keep": keep, "needs_review": False, "missing": []}
 
     def bucket_item(self, item: dict[str, Any]) -> dict[str, Any]:
         test = item["test"] if "test" in item else item["request"]["test"]
         mode = self.modes.get(test, self.default_mode)
-        return {"test": self.rename.get(test, test), "reasoning": f"fake-llm chose {mode} for {test}",
+        return {"test": self.rename.get(test, test), "reasoning": f"the fake model chose {mode} for {test}",
                 "evidence": [f"decorators: {len(item.get('decorators', []))}"], "mode": mode,
                 "exclude_dtypes": [], "exclude_ops": [], "needs_review": False, "missing": []}
 

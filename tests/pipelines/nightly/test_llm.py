@@ -101,14 +101,14 @@ def test_valid_answers_become_the_configs(kit: ModuleType, valid: tuple[LLMRun, 
     for key, entry in run.entries.items():
         mode = VALID_MODES.get(entry.test, "xfail")
         assert entry.mode == mode, key
-        assert entry.reason == f"fake-llm chose {mode} for {entry.test} [llm]"
+        assert entry.reason == f"the fake model chose {mode} for {entry.test} [llm]"
     assert run.report["brains"] == {"llm": 5}
     assert run.report["usage"]["fallbacks"] == 0 and run.report["usage"]["rail_violations"] == 0
     # One scope batch, one bucket batch per kept file; nothing else.
     assert run.kinds == ["ScopeAnswer", "BucketAnswer", "BucketAnswer"] and run.report["usage"]["calls"] == 3
     scope = {s["path"]: s for s in run.report["scope"]}
     assert set(scope) == set(kit.SMALL_CANDIDATES)
-    assert not scope["test/distributed"]["keep"] and scope["test/distributed"]["reason"] == "fake-llm drops test/distributed"
+    assert not scope["test/distributed"]["keep"] and scope["test/distributed"]["reason"] == "the fake model drops test/distributed"
     assert not any(path.startswith("test/distributed") for path in run.configs)
     assert "llm 5" in run.markdown and "calls 3" in run.markdown
     llm = run.report["llm"]
@@ -208,7 +208,7 @@ def test_rails_reject_and_fall_back(kit: ModuleType, railed: tuple[LLMRun, LLMRu
     assert set(scope) == set(kit.SMALL_CANDIDATES)  # the outside path never enters the decisions
     # The reason says the answer was rejected, not which rail (test_report_names_what_the_rails_rejected).
     assert "not the LLM's decision: rail missing" in scope["test/test_small_views.py"]["reason"]
-    assert scope["test/test_small_math.py"]["reason"] == "fake-llm keeps test/test_small_math.py"
+    assert scope["test/test_small_math.py"]["reason"] == "the fake model keeps test/test_small_math.py"
 
     assert not any(NOT_A_TEST in key for key in run.entries)
     mul = run.entries["test/test_small_math.py::TestSmallMath::test_mul_matches_cpu"]
