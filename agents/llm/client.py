@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from testcurator.agents.brain import Usage
-from testcurator.agents.llm.budget import discover_context
+from testcurator.agents.llm.budget import MARGIN_TOKENS, discover_context
 from testcurator.agents.llm.cache import AnswerCache, AuditLog, digest, schema_hash
-from testcurator.agents.llm.negotiate import Narrow, complete_items, one_line, parse_answer
+from testcurator.agents.llm.negotiate import Narrow, complete_items, one_line, parse_answer, with_schema_in_prompt
 from testcurator.agents.llm.transport import Transport
 from testcurator.config.llm import LLMSettings
 from testcurator.errors import BrainError
@@ -46,6 +46,9 @@ from testcurator.prompts import Prompt, load_prompt
 T = TypeVar("T", bound=BaseModel)
 CACHE_FILE = "llm_cache.sqlite"
 AUDIT_FILE = "llm_audit.jsonl"
+
+
+MIN_ANSWER_TOKENS = 64  # below this a re-ask cannot hold one decision: it is not sent
 
 
 class LLMAnswerError(BrainError):
@@ -176,7 +179,13 @@ class StructuredClient:
         for attempt in range(1, self.settings.max_tries + 1):
             if attempt > 1:
                 self.count(reasks=1)
-            mode, content, finish = self.transport.request(messages, response_model, max_tokens, narrow)
+            # Each re-ask carries the answer before it: the conversation grows by up to an
+            # answer's cap a turn, and a server refuses a prompt plus cap over its window
+            # (llama-cpp-python: "Requested tokens (8262) exceed context window of 8192").
+            room = self._room(messages, response_model, narrow)
+            if room < min(max_tokens, MIN_ANSWER_TOKENS):
+                raise LLMAnswerError(prompt.name, attempt - 1, last_error or _NoRoom())
+            mode, content, finish = self.transport.request(messages, response_model, min(max_tokens, room), narrow)
             try:
                 if finish == "length":
                     return self._complete_items(prompt, mode, content or "", response_model, narrow)
@@ -194,12 +203,23 @@ class StructuredClient:
         raise LLMAnswerError(prompt.name, self.settings.max_tries, last_error)
 
 
+    def _room(self, messages: list[dict[str, str]], response_model: type[BaseModel], narrow: Narrow | None) -> int:
+        """Output tokens the model's window leaves after ``messages`` as they will be sent."""
+        window, _ = self.context_window()
+        sent = with_schema_in_prompt(self.mode, messages, response_model, narrow)
+        return window - sum(self.transport.tokens.estimate(m["content"]) for m in sent) - MARGIN_TOKENS
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
 class _CutOff(Exception):
     """The answer stopped at the output-token cap."""
+
+
+class _NoRoom(Exception):
+    """The conversation left no room in the model's window for an answer."""
 
 
 def problem_summary(error: Exception) -> str:
@@ -212,6 +232,8 @@ def problem_summary(error: Exception) -> str:
         return f"field {where}: {first['type']}{more}"
     if isinstance(error, _CutOff):
         return "answer cut off at the output-token cap"
+    if isinstance(error, _NoRoom):
+        return "no room left in the model's context window for an answer"
     return one_line(type(error).__name__)
 
 

@@ -293,3 +293,25 @@ def test_settings_from_env_never_default_to_public_api() -> None:
         LLMSettings.from_env(env, structured_output="xml")
     with pytest.raises(BadInputError, match="unknown llm setting"):
         LLMSettings.from_env(env, context_size=5)
+
+
+@pytest.mark.parametrize("spare, sent_again", [(400, True), (250, False)])
+def test_a_reask_never_asks_for_more_than_the_window_holds(fake_openai: FakeOpenAI, llm_settings: LLMSettings,
+                                                           spare: int, sent_again: bool) -> None:
+    from testcurator.agents.llm.client import MIN_ANSWER_TOKENS, problem_summary
+
+    probe = StructuredClient(replace(llm_settings, context_tokens=100_000))
+    first = probe._room(load_prompt("scope").render(VARS), Verdict, None)
+    # The window holds the first question and `spare` tokens more; the invalid answer takes ~170.
+    settings = replace(llm_settings, context_tokens=100_000 - first + spare, max_output_tokens=200)
+    fake_openai.script(Reply('{"reasoning": "' + "word " * 100 + '", "keep": "perhaps"}'), answer(GOOD))
+    client = StructuredClient(settings)
+    if sent_again:
+        assert call(client) == GOOD
+        caps = [r["max_tokens"] for r in fake_openai.requests]
+        assert caps[0] == 200 and MIN_ANSWER_TOKENS <= caps[1] < 200  # the re-ask's cap shrank to what is left
+    else:
+        with pytest.raises(LLMAnswerError) as info:
+            call(client)
+        assert len(fake_openai.requests) == 1 and info.value.attempts == 1
+        assert problem_summary(info.value.last_error).startswith("field keep")  # the answer's own problem is kept
