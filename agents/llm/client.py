@@ -46,8 +46,6 @@ from testcurator.prompts import Prompt, load_prompt
 T = TypeVar("T", bound=BaseModel)
 CACHE_FILE = "llm_cache.sqlite"
 AUDIT_FILE = "llm_audit.jsonl"
-
-
 MIN_ANSWER_TOKENS = 64  # below this a re-ask cannot hold one decision: it is not sent
 
 
@@ -201,7 +199,6 @@ class StructuredClient:
             messages = messages + [self._reask.render({"problems": _problem_lines(last_error)})[1]]
         assert last_error is not None
         raise LLMAnswerError(prompt.name, self.settings.max_tries, last_error)
-
 
     def _room(self, messages: list[dict[str, str]], response_model: type[BaseModel], narrow: Narrow | None) -> int:
         """Output tokens the model's window leaves after ``messages`` as they will be sent."""
