@@ -22,6 +22,13 @@ from testcurator.vocab import Mode
 LLM_BRAIN = "llm"
 FALLBACK_BRAIN = "llm->offline"
 BUDGET_SPENT = "the LLM's time budget"
+_NOT_LLMS = " (not the LLM's decision: "
+
+
+def fallback_reason(reason: str, why: str) -> str:
+    """The reason of a decision the offline brain made in the LLM's place, saying why: one note,
+    the latest (a refine fallback keeps its bucket decision's reason, and that reason's note)."""
+    return f"{reason.split(_NOT_LLMS, 1)[0]}{_NOT_LLMS}{why})"
 
 
 @dataclass(frozen=True)

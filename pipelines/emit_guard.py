@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from testcurator.agents.decision import FALLBACK_BRAIN, LLM_BRAIN, Decision
+from testcurator.agents.decision import FALLBACK_BRAIN, LLM_BRAIN, Decision, fallback_reason
 from testcurator.config.layout import config_path
 from testcurator.config.levels import level2_problems
 from testcurator.errors import BrainError, Problem
@@ -106,7 +106,7 @@ def _redecide(store: RunStore, stage: str, rel: str, found: Sequence[tuple[str, 
             updated.append(d)
             continue
         note = f"its config entry did not validate: {why[d.test]}"
-        updated.append(replace(new, brain=FALLBACK_BRAIN, reason=f"{new.reason} (not the LLM's decision: {note})",
+        updated.append(replace(new, brain=FALLBACK_BRAIN, reason=fallback_reason(new.reason, note),
                                evidence=(*new.evidence, f"llm: {note}")))
     store.write_decisions(stage, rel, updated)
     return [f"{rel}::{test}" for test in sorted(why) if test in offline]

@@ -36,7 +36,8 @@ from pydantic import BaseModel
 
 from testcurator.agents import rails
 from testcurator.agents.brain import Brain, BrainContext, Usage, request_json
-from testcurator.agents.decision import BUDGET_SPENT, FALLBACK_BRAIN, Decision, FileDecision, from_dict, to_dict
+from testcurator.agents.decision import (BUDGET_SPENT, FALLBACK_BRAIN, Decision, FileDecision, fallback_reason, from_dict,
+                                         to_dict)
 from testcurator.agents.llm.answers import SummaryAnswer
 from testcurator.agents.llm.budget import Plan, StageProgress, plan_batches
 from testcurator.agents.llm.cache import digest
@@ -277,7 +278,7 @@ class LLMBrain:
         for record in records:
             notes = [one_line(n, 160) for n in why.get(stage.key(record), ["no usable answer"])]
             out[stage.key(record)] = replace(  # type: ignore[type-var]
-                record, brain=FALLBACK_BRAIN, reason=f"{record.reason} (not the LLM's decision: {one_line('; '.join(notes), 300)})",
+                record, brain=FALLBACK_BRAIN, reason=fallback_reason(record.reason, one_line('; '.join(notes), 300)),
                 evidence=(*record.evidence, *(f"llm: {n}" for n in notes)))
         return out
 

@@ -188,3 +188,15 @@ def test_a_reasoning_copied_from_the_prompt_is_not_the_models_own(reason: str, r
 
     prompt = 'The reasoning reads like this: "Every float64 instance makes a call the probe found\nunsupported for that dtype, and so on."'
     assert [v.rule for v in check_reasons([("TestA::test_one", reason)], prompt)] == ([rule] if rule else [])
+
+
+@pytest.mark.parametrize("reason, expected", [
+    ("Skip: @onlyCPU restricts it to cpu.", "Skip: @onlyCPU restricts it to cpu. (not the LLM's decision: endpoint down: not asked)"),
+    # A refine fallback keeps its bucket decision's reason, note and all: one note, the latest.
+    ("Skip: @onlyCPU restricts it to cpu. (not the LLM's decision: invalid answer after 1 tries: ValueError)",
+     "Skip: @onlyCPU restricts it to cpu. (not the LLM's decision: endpoint down: not asked)"),
+])
+def test_a_fallback_reason_carries_one_note(reason: str, expected: str) -> None:
+    from testcurator.agents.decision import fallback_reason
+
+    assert fallback_reason(reason, "endpoint down: not asked") == expected
