@@ -166,10 +166,10 @@ def offline_decisions(ctx: RunContext, store: RunStore, rel: str, tests: Sequenc
     """The LLM brain's fallback's decisions for ``tests`` of ``rel`` (emit_guard)."""
     fallback = getattr(ctx.brain, "fallback", ctx.brain)
     wanted = set(tests)
-    requests = [r for r in requests(ctx, store, rel) if r.test in wanted]
+    asked = [r for r in requests(ctx, store, rel) if r.test in wanted]
     if refined:
-        decided = refine_tests(fallback, brain_context(ctx, store), requests, store.read_decisions("bucket", rel) or [],
+        decided = refine_tests(fallback, brain_context(ctx, store), asked, store.read_decisions("bucket", rel) or [],
                                executions(ctx, store))
     else:
-        decided = bucket_tests(fallback, brain_context(ctx, store), requests)
+        decided = bucket_tests(fallback, brain_context(ctx, store), asked)
     return {d.test: d for d in decided}
