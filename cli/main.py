@@ -56,6 +56,7 @@ def _register_groups() -> None:
     from testcurator.cli.groups import importing as import_cmds
     from testcurator.cli.groups import llm as llm_cmds
     from testcurator.cli.groups import memory as memory_cmds
+    from testcurator.cli.groups import nights as nights_cmds
     from testcurator.cli.groups import ops as ops_cmds
     from testcurator.cli.groups import probe as probe_cmds
     from testcurator.cli.groups import profile as profile_cmds
@@ -66,8 +67,8 @@ def _register_groups() -> None:
     from testcurator.cli.groups import tiers as tiers_cmds
     from testcurator.cli.groups import upgrade as upgrade_cmds
 
-    for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, report_cmds,
-                   review_cmds, import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds,
+    for module in (config_cmds, profile_cmds, memory_cmds, ops_cmds, probe_cmds, exec_cmds, run_cmds, nights_cmds,
+                   report_cmds, review_cmds, import_cmds, upgrade_cmds, eval_cmds, llm_cmds, durations_cmds, shards_cmds, tiers_cmds,
                    ci_cmds):
         module.register(app)
 

@@ -283,6 +283,8 @@ EVAL_SOURCE = _opt("--source", metavar="stored|offline|llm", choices=("stored", 
 FORMAT = _opt("--format", metavar="text|json", choices=("text", "json"), help="Output format.")
 REVIEW_FORMAT = _opt("--format", metavar="terminal|markdown|html|json", choices=("terminal", "markdown", "html", "json"),
                      help="Output format.")
+GAPS_FORMAT = _opt("--format", metavar="text|json|markdown|html", choices=("text", "json", "markdown", "html"),
+                   help="Output format (html: one static page, the gaps against the dtypes).")
 JSON_DEPRECATED = _opt("--json", hidden=True, help="Deprecated: use --format json.")
 OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", kind=PathKind.FILE_OUT, hidden=True, help="Deprecated: use --out.")
 JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
@@ -407,6 +409,7 @@ LlmBudget = Annotated[Optional[float], LLM_BUDGET.make()]
 EvalSources = Annotated[Optional[list[str]], EVAL_SOURCE.make()]
 Format = Annotated[str, FORMAT.make()]
 ReviewFormat = Annotated[str, REVIEW_FORMAT.make()]
+GapsFormat = Annotated[str, GAPS_FORMAT.make()]
 JsonDeprecated = Annotated[bool, JSON_DEPRECATED.make()]
 OutputDeprecated = Annotated[Optional[Path], OUTPUT_DEPRECATED.make()]
 JobsDeprecated = Annotated[Optional[int], JOBS_DEPRECATED.make()]

@@ -101,6 +101,11 @@ def removing_if_created(folder: Path) -> Iterator[None]:
 
 
 def _remove_empty(path: Path) -> None:
+    from testcurator.lock import OUT_LOCK
+
+    lock = path / OUT_LOCK
+    if lock.is_file() and lock.stat().st_size == 0:  # the run's released lock: nothing it wrote
+        lock.unlink()
     try:
         path.rmdir()
     except OSError as exc:

@@ -24,7 +24,9 @@ Relative paths resolve against the profile's folder.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -80,6 +82,15 @@ class DeviceSpec(_Strict):
         return self.name or self.kind
 
 
+class FlakyPolicy(_Strict):
+    """What a nightly does with a test whose outcome changes between runs with nothing changed."""
+
+    policy: Literal["keep", "quarantine"] = Field(
+        default="keep", description="keep: the test keeps its mode and is reported flaky with its timeline; quarantine: "
+        "after `flips` changes of outcome it becomes a non-strict xfail, with its timeline as the reason.")
+    flips: int = Field(default=2, ge=1, description="Changes of outcome (pass to fail or back) before quarantine.")
+
+
 class BackendProfile(_Strict):
     schema_version: Literal[1] = PROFILE_SCHEMA_VERSION
     name: str = Field(min_length=1, description="The backend's name, used in reports and labels.")
@@ -97,6 +108,12 @@ class BackendProfile(_Strict):
     supported_ops: list[OpRef] | None = Field(default=None, description="Declared ops (OpInfo names); absent means not declared.")
     discover_ops: bool = Field(default=True, description="Find registered ops in source_paths (TORCH_LIBRARY_IMPL, torch.library).")
     env: dict[str, str] = Field(default_factory=dict, description="Environment for test runs (e.g. the backend's op allowlist).")
+    digest_env: list[str] | None = Field(
+        default=None,
+        description="Environment variables (glob patterns) that change what the backend does, such as its op "
+        "allowlist: their values are part of the backend digest, which tells a backend change from a flaky test. "
+        "Default: the device name in capitals and '_*' (CURATEDEV_*).")
+    flaky: FlakyPolicy = Field(default_factory=FlakyPolicy, description="Tests flaky across nights (see FlakyPolicy).")
     resources: dict[str, float] = Field(
         default_factory=dict,
         description="What one test shard needs of a host, as Ray custom resources (e.g. {curatedev: 1}): "
@@ -128,6 +145,13 @@ class BackendProfile(_Strict):
             env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.setdefault("PYTORCH_PRINT_REPRO_ON_FAILURE", "0")
         return env
+
+    def behaviour_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The environment that changes what the backend does: ``env``, and the variables of
+        ``environ`` that ``digest_env`` names (test processes inherit them)."""
+        patterns = self.digest_env if self.digest_env is not None else [f"{self.device.torch_name.upper()}_*"]
+        found = {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+        return dict(sorted({**found, **self.env}.items()))
 
 
 def load_profile(path: Path, *, check_paths: bool = True) -> tuple[BackendProfile, dict[str, list[Path]]]:

@@ -3,15 +3,17 @@
 Kept in ``state_dir / "capability.sqlite"``, one table per (backend version, torch version):
 a probe with the same backend and torch reuses every row and replays only calls it has not
 seen; a new backend build or torch release starts an empty table (older ones stay, for
-comparison). The backend version is a digest of the profile and the backend's source files
-(:func:`backend_version`): editing the backend's code or profile makes a new one.
+comparison). The backend version is the backend digest (memory/run_identity.py: the profile,
+the backend's source and installed files, the environment that changes what it does) with the
+probe's replay rules (:func:`backend_version`): editing the backend, rebuilding it or changing
+its op allowlist makes a new one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,6 @@ from testcurator.vocab import PROBE_GAPS, TestKey
 
 CAPABILITY_DB = "capability.sqlite"
 SCHEMA_VERSION = 1
-_SOURCE_SUFFIXES = (".py", ".cpp", ".cc", ".cu", ".h", ".hpp", ".c", ".yaml", ".toml")
 _SCHEMA = f"""
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -38,16 +39,11 @@ COMMIT;
 """
 
 
-def backend_version(profile_path: Path, sources: Sequence[Path]) -> str:
-    """A digest of the profile and every source file of the backend (sorted, by content), and
-    of the probe's replay rules (a table they filled differently is not reused)."""
-    digest = hashlib.sha256(f"replay/{REPLAY_VERSION}\0".encode() + profile_path.read_bytes())
-    files: list[Path] = []
-    for src in sources:
-        files += [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.suffix in _SOURCE_SUFFIXES)
-    for path in sorted(set(files)):
-        digest.update(str(path.name).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+def backend_version(backend_digest: str) -> str:
+    """The table's key for a backend: its digest (memory/run_identity.py: profile, sources,
+    installed module, behaviour environment) and the probe's replay rules (a table they
+    filled differently is not reused)."""
+    return hashlib.sha256(f"replay/{REPLAY_VERSION}\0{backend_digest}".encode()).hexdigest()[:16]
 
 
 class CapabilityTable:

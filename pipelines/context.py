@@ -73,6 +73,11 @@ class RunContext:
     scope: tuple[FileDecision, ...] | None = _field(
         "Scope decisions made before the graph (testcurator upgrade decides scope to compute its "
         "delta); None: the scope node asks the brain.", default=None)
+    accept_regressions: bool = _field(
+        "Write the changes refine proposes for tonight's regressions (demotions, new exclusions); without it the "
+        "standing entries of regressed tests stay until a person accepts (pipelines/nights/assess.py).", default=False)
+    history_keep: int = _field("Runs whose outcomes the history keeps (memory/history.py); older ones are compacted.",
+                               default=60)
     say: Say = _field("Where progress lines go.", default=_quiet, compare=False)
 
     @classmethod

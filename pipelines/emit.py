@@ -11,12 +11,12 @@ added are never dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents.decision import Decision
+from testcurator.agents.decision import Decision, to_dict
 from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.layout import config_path, raw_path
 from testcurator.config.loader import load_config
@@ -91,6 +91,9 @@ class EmitResult:
     written: list[str] = field(default_factory=list)
     kept_human: list[str] = field(default_factory=list)
     conflicts: list[dict[str, str]] = field(default_factory=list)
+    # Changes not written because the test's standing entry is held (a regression or a flaky
+    # test, pipelines/nights/assess.py): {file, test, standing_mode, decision}, for `accept`.
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -114,13 +117,15 @@ def _current(path: Path, root: Path, rel: str) -> _Current:
 
 def emit_file(configs_dir: Path, root: Path, profile: BackendProfile, rel: str, decisions: Sequence[Decision],
               sidecar: dict[str, dict[str, str]], executed: set[str], result: EmitResult, *,
-              drop_stale: bool = True, file_reason: str | None = None) -> None:
+              drop_stale: bool = True, file_reason: str | None = None, hold: Collection[str] = ()) -> None:
     """Make the config of ``rel`` say ``decisions``, except where a human said otherwise.
 
     ``drop_stale`` (full runs) drops the pipeline's entries of tests ``decisions`` does not
     cover; a delta run decides a few tests only and must leave every other entry alone.
     ``file_reason``: a decision about the file as a whole (it does not import: no entries,
-    every test skipped), written where the file's config starts.
+    every test skipped), written where the file's config starts. ``hold``: tests whose
+    entries stay as they stand tonight (regressed or flaky): a different decision for one
+    is recorded in ``result.pending``, not written, and its entry is never dropped.
     """
     path = config_path(configs_dir, rel)
     now = _current(path, root, rel)
@@ -147,10 +152,16 @@ def emit_file(configs_dir: Path, root: Path, profile: BackendProfile, rel: str, 
                 result.conflicts.append({"file": rel, "test": decision.test, "human_mode": now.modes[decision.test],
                                          "evidence_mode": decision.mode, "reason": decision.reason})
             continue
+        if decision.test in hold:
+            if cur != mine:
+                result.pending.append({"file": rel, "test": decision.test, "standing_mode": now.modes.get(decision.test),
+                                       "decision": to_dict(decision)})
+            continue
         emitted[decision.test] = mine
         if cur != mine:
             specs.append(spec)
-    drop = [t for t, fp in current.items() if drop_stale and t not in decided and emitted.get(t) == fp]
+    drop = [t for t, fp in current.items()
+            if drop_stale and t not in decided and t not in hold and emitted.get(t) == fp]
     for test in drop:
         emitted.pop(test, None)
     if file_reason is not None:

@@ -28,6 +28,7 @@ from testcurator.memory.capability import (
     CapabilityTable, backend_version, probe_evidence, write_probe_evidence,
 )
 from testcurator.memory.opmap import OpMap
+from testcurator.memory.run_identity import backend_digest
 from testcurator.runner.probe.replay import NO_EXAMPLE, ProbeSpec, probe_calls
 from testcurator.runner.ticker import Ticker, duration
 from testcurator.vocab import PROBE_STATUSES, TestKey
@@ -52,8 +53,8 @@ class ProbeTarget:
         import torch
 
         _, paths = load_profile(self.profile_path)
-        return CapabilityTable(self.state_dir, backend_version(self.profile_path, paths["source_paths"]),
-                               torch.__version__)
+        digest = backend_digest(self.profile, self.profile_path, paths["source_paths"])
+        return CapabilityTable(self.state_dir, backend_version(digest), torch.__version__)
 
 
 def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,

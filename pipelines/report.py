@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,12 +25,13 @@ from testcurator.files import atomic_write_text
 from testcurator.memory.capture_run import report_lines
 from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
+from testcurator.pipelines.nights.identity import upstream_revision
 from testcurator.pipelines.probe import overturned
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import TestRecord, read_jsonl
 from testcurator.vocab import HELD_BACK_MODES, MODES, TestKey
 
-STAGE_ORDER = ("scope", "memory", "probe", "bucket", "refine", "emit", "verify", "report")
+STAGE_ORDER = ("judge", "scope", "memory", "probe", "bucket", "refine", "emit", "verify", "report")
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
 # The plugin ends its reasons with the config entry they come from; grouped by what they say.
 _WHERE = re.compile(r"\s*\([^()]*\.ya?ml(?::\d+){0,2}\)$")
@@ -84,6 +84,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
         "probe_overturned": sorted(overruled),
         "emit": store.read_json("emit.json", {}),
         "verify": store.read_json("verify.json"),
+        "judge": store.read_json("judge.json"),
         "reason_check": store.read_json("reason_check.json"),
         **brain_report.sections(ctx, store, state),  # "llm" and "eval"
     }
@@ -98,28 +99,6 @@ def run_identity(torch_root: Path) -> dict[str, Any]:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": None, "exit_code": None}
 
 
-def upstream_revision(torch_root: Path) -> str:
-    """The upstream tree's git commit (``+dirty`` with local changes under it), else its version.txt."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(["git", "-C", str(torch_root), *args], capture_output=True, text=True, timeout=60,
-                                  check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    head = git("rev-parse", "HEAD")
-    if head:
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
-        top = git("rev-parse", "--show-toplevel")
-        where = "" if top is None or Path(top).resolve() == torch_root.resolve() else f" (of the repository at {top})"
-        return head + ("+dirty" if dirty else "") + where
-    version = torch_root / "version.txt"
-    if version.is_file():
-        return f"version.txt {version.read_text(encoding='utf-8').strip()} (not a git checkout)"
-    return "unknown (not a git checkout)"
-
-
 def ordered_timings(timings: Mapping[str, float]) -> dict[str, float]:
     """Stage seconds in pipeline order (unknown stages after), then ``total``."""
     keys = [k for k in STAGE_ORDER if k in timings] + sorted(k for k in timings if k not in STAGE_ORDER and k != "total")
@@ -129,13 +108,20 @@ def ordered_timings(timings: Mapping[str, float]) -> dict[str, float]:
 
 
 def exit_code(data: Mapping[str, Any]) -> int:
-    """0: the curated suite held (or was not run); 1: the verification run found a mandatory
-    failure (a strict unexpected pass fails as one); 3: the verification run could not be
-    trusted (runner/verdict.py)."""
-    verify = data.get("verify") or {}
-    if verify.get("infrastructure"):
+    """0: the curated suite held (or was not run); 1: a mandatory failure, in the standing
+    configs judged at the run's start (a regression, flaky or after an upstream change: the
+    night did not hold, whatever regeneration proposes) or in the verification of tonight's
+    configs (a strict unexpected pass there fails as one; in the judge it is a fix, which
+    regeneration promotes); 3: either run could not be trusted (runner/verdict.py)."""
+    judge, verify = data.get("judge") or {}, data.get("verify") or {}
+    if judge.get("infrastructure") or verify.get("infrastructure"):
         return 3
-    return 1 if verify.get("mandatory_failures") else 0
+    return 1 if regressed(judge) or verify.get("mandatory_failures") else 0
+
+
+def regressed(judge: Mapping[str, Any]) -> list[str]:
+    """The judge's mandatory failures: its failures less the strict unexpected passes."""
+    return sorted(set(judge.get("mandatory_failures") or []) - set(judge.get("strict_unexpected_passes") or []))
 
 
 # --- what is held back, and why -----------------------------------------------------------------
@@ -220,8 +206,13 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
                if code == 0 else "the curated suite did NOT hold" if code == 1
                else "the curated suite could not be checked (infrastructure failure)" if code == 3
                else f"exit code {code}" if code is not None else "the command has not finished")
+    judge = data.get("judge") or {}
+    if judge.get("judged"):
+        verdict += "; " + _judged(judge, data.get("since") or {})
     if verify:
-        verdict += (f"; verification run: {', '.join(f'{k} {v}' for k, v in verify['outcomes'].items())}, "
+        verdict += ("; verification run" + (" (the standing configs' run: tonight's configs are the same)"
+                                           if verify.get("reused_judge") else "")
+                    + f": {', '.join(f'{k} {v}' for k, v in verify['outcomes'].items())}, "
                     f"{len(verify['mandatory_failures'])} mandatory failure(s)")
     held = {m: sum(g["count"] for g in data.get("held_back", {}).get(m, [])) for m in HELD_BACK_MODES}
     top = [g for m in HELD_BACK_MODES for g in data.get("held_back", {}).get(m, [])[:1]]
@@ -242,7 +233,23 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
               f"| command | `{_cell(run.get('command') or '(not recorded: the command did not finish)')}` |",
               f"| exit code | {code if code is not None else '(not recorded)'} |",
               f"| time | {timings.get('total', 0)} s |"]
+    if (data.get("since") or {}).get("chart"):
+        lines.append(f"| history | [{data['since']['chart']}]({data['since']['chart']}): passing, held-back and failing "
+                     "instances per run (`testcurator history`) |")
     return lines
+
+
+def _judged(judge: Mapping[str, Any], since: Mapping[str, Any]) -> str:
+    """The standing configs' verdict, with what their failures were."""
+    if judge.get("infrastructure"):
+        return "the standing configs could not be judged tonight (infrastructure failure)"
+    failing = regressed(judge)
+    if not failing:
+        return f"the standing configs held tonight ({judge.get('tests', 0)} test(s) ran)"
+    kinds = {k: len(since.get(k) or []) for k in ("regressions", "flaky_failures", "upstream_failures")}
+    return (f"the standing configs did NOT hold tonight: {len(failing)} mandatory instance failure(s) in "
+            f"{sum(kinds.values())} test(s): {kinds['regressions']} regressed, {kinds['flaky_failures']} flaky, "
+            f"{kinds['upstream_failures']} after an upstream change")
 
 
 WIDTH = 100  # report.md's prose wraps here; a name or path is never broken
@@ -275,7 +282,11 @@ def _review_name(item: Mapping[str, Any]) -> str:
 
 
 def _markdown(data: Mapping[str, Any]) -> str:
-    lines = [f"# testcurator run: {data['backend']} ({data['device']})", "", *_summary(data)]
+    from testcurator.pipelines.nights import since
+
+    summary, night = _summary(data), since.markdown(data.get("since"))
+    lines = [f"# testcurator run: {data['backend']} ({data['device']})", "", summary[0], *night,
+             *(["", "## This run"] if night else []), *summary[1:]]
     lines += ["", "## Per file", "", "| file | config | " + " | ".join(MODES) + " |", "|---|---|" + "---:|" * len(MODES)]
     for rel, counts in sorted(data["per_file"].items()):
         link = (data.get("configs") or {}).get(rel)
@@ -345,7 +356,14 @@ def _markdown(data: Mapping[str, Any]) -> str:
 
 
 def write_report(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> Path:
-    return _write(ctx.out_dir, collect(ctx, store, state))
+    """The report of a finished run; the run is recorded in the history of runs on the way
+    (pipelines/nights/night.py), after "since the previous run" is read from it."""
+    from testcurator.pipelines.nights.night import close_night
+
+    data = collect(ctx, store, state)
+    data["since"] = close_night(ctx, store, list(state.get("kept", state.get("files", []))), exit_code(data),
+                                len((data.get("emit") or {}).get("pending") or []))
+    return _write(ctx.out_dir, data)
 
 
 def _write(out_dir: Path, data: Mapping[str, Any]) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,9 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
-from testcurator.cli.options import (BackendReq, Brain, CaptureBudget, CaptureOps, Embed, Execute, ExecutorName,
-                                     LlmBaseUrl, LlmBudget, LlmModel, OutDirReq, Probe, Resume, Retries, Shards, StateDir, Timeout, TorchRootReq,
-                                     Workers)
+from testcurator.cli.options import (AcceptRegressions, BackendReq, Brain, CaptureBudget, CaptureOps, Embed, Execute,
+                                     ExecutorName, KeepRuns, LlmBaseUrl, LlmBudget, LlmModel, OutDirReq, Probe, Resume,
+                                     Retries, Shards, StateDir, Timeout, TorchRootReq, Wait, Workers)
 from testcurator.memory.paths import resolve_state_dir
 
 
@@ -37,54 +36,80 @@ def run_cmd(
     llm_budget_s: LlmBudget = None,
     executor: ExecutorName = "local",
     shards: Shards = 1,
+    accept_regressions: AcceptRegressions = False,
+    wait: Wait = 0.0,
+    keep_runs: KeepRuns = 60,
 ) -> None:
     """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs/ and report.md/.json to --out.
 
     The backend module of --backend is imported first (a module that does not import is
-    bad input). Exit codes: 0 the curated suite held in the verification run (or was not
-    verified: --no-execute); 1 it did not (a mandatory_success failure or a strict
-    unexpected pass, named in the last lines); 2 bad input; 3 infrastructure failure
-    (pytest could not run the draft or the verification, or its results are cut short).
+    bad input). When --out already holds configs, they are judged first, as they stand, on
+    the device: a mandatory_success test of theirs that fails tonight is a regression (exit
+    1, named in the last lines), and the change regeneration proposes for it is kept back
+    for review unless --accept-regressions. Exit codes: 0 the curated suite held (the
+    standing configs tonight and the verification of the new ones; or not verified:
+    --no-execute); 1 it did not (a mandatory_success failure or a strict unexpected pass
+    of the new configs); 2 bad input; 3 infrastructure failure (pytest could not run, its
+    results are cut short, or another run holds --out or the state directory).
     """
-    from testcurator.pipelines.context import RunContext
-    from testcurator.pipelines.report import finish_report
-    from testcurator.pipelines.nightly.run import resumable, run_nightly
+    from testcurator.lock import hold, run_locks
 
-    if resume:
-        resumable(resolve_state_dir(state_dir), out)  # bad input before the backend is imported and built
+    state = resolve_state_dir(state_dir)
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
-    ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
-                            brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s, execute=execute, resume=resume,
-                            workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
-                            capture_budget_s=capture_budget_s, executor=executor, shards=shards,
-                            say=lambda message: console.print(message, markup=False))
-    state = _run(run_nightly, ctx, console)
-    code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
-    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
-    for line in verification_lines(out, bool(state.get("verified"))):
-        console.print(line, markup=False)
-    if code:
-        raise typer.Exit(code)
+    settings = dict(brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s,
+                    execute=execute, resume=resume, workers=workers or 1, timeout=timeout, retries=retries, embed=embed,
+                    capture_ops=capture_ops, probe=probe, capture_budget_s=capture_budget_s, executor=executor,
+                    shards=shards, accept_regressions=accept_regressions, history_keep=keep_runs,
+                    say=lambda message: console.print(message, markup=False))
+    # An --out folder this run made is removed again when it stops before writing in it (bad
+    # input found late, nothing to resume, an interrupt, another run holding the lock).
+    with removing_if_created(out), hold(run_locks(state, out), invocation(), wait_s=wait, say=settings["say"]):
+        if resume:
+            from testcurator.pipelines.nightly.run import resumable
+
+            resumable(state, out)  # bad input before the backend is imported and built
+        from testcurator.pipelines.context import RunContext
+
+        ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=state, **settings)
+        final = _run(ctx, console)
+    _finish(out, final, console)
 
 
-def _run(run_nightly: Callable[[Any], dict[str, Any]], ctx: Any, console: Console) -> dict[str, Any]:
-    """Run the pipeline; an --out folder it made is removed again when the run stops before
-    writing in it (bad input found late, nothing to resume, an interrupt)."""
+def _run(ctx: Any, console: Console) -> dict[str, Any]:
+    from testcurator.pipelines.nightly.run import run_nightly
+
     try:
-        with removing_if_created(ctx.out_dir):
-            return run_nightly(ctx)
+        return run_nightly(ctx)
     except KeyboardInterrupt:
         console.print(f"interrupted: the run stopped; `testcurator run ... --out {ctx.out_dir} --resume` continues it "
                       "from its last finished stage", markup=False)
         raise
 
 
-def verification_lines(out: Path, verified: bool) -> list[str]:
-    """The verification run's verdict (what failed and where), as the command's last lines."""
+def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
+    """The verdict as the command's last lines: the verification, then the standing configs'
+    judge, regressions first (pipelines/nights/since.py)."""
     import json
 
+    from testcurator.pipelines.nights.since import verdict_lines
+    from testcurator.pipelines.report import finish_report, regressed
+
+    code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     report = out / "report.json"
-    verify = json.loads(report.read_text(encoding="utf-8")).get("verify") if report.is_file() else None
+    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
+    lines = verification_lines(data.get("verify"), bool(state.get("verified")))
+    if regressed(data.get("judge") or {}):
+        # Tonight's configs may pass their verification (a change accepted); the night did not.
+        lines = [line.replace("the curated suite held", "tonight's configs passed their verification") for line in lines]
+    for line in lines + verdict_lines({**data, "out_dir": str(out)}):
+        console.print(line, markup=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def verification_lines(verify: dict[str, Any] | None, verified: bool) -> list[str]:
+    """The verification run's verdict (what failed and where)."""
     if not verified or not verify:
         return ["not verified on the device (--no-execute, or a delta run): exit 0 says nothing about the device"]
     return list(verify.get("lines") or [])

@@ -1,7 +1,12 @@
 """The nightly pipeline as a LangGraph graph: scope -> memory -> bucket -> refine -> configs.
 
-    scope ─► memory ─► probe ─┬► bucket_file (one per kept file, Send) ─► draft ─► execute ─┬► refine_file (Send) ─► emit ─► verify ─► report
-                              └───────────────────────────────────────────────────────────────┘ (--no-execute: draft ─► emit)
+    judge ─► scope ─► memory ─► probe ─┬► bucket_file (one per kept file, Send) ─► draft ─► execute ─┬► refine_file (Send) ─► emit ─► verify ─► report
+                                       └───────────────────────────────────────────────────────────────┘ (--no-execute: draft ─► emit)
+
+The judge node runs the standing configs of ``--out`` on the device before regeneration
+touches them (pipelines/nightly/judge.py): the night's verdict. Emit keeps the standing
+entries of tests that regressed or are flaky (pipelines/nights/assess.py), and the report
+node records the run in the history of runs (memory/history.py).
 
 The probe node replays the calls the CPU capture recorded on the device (``--no-probe``: off),
 so the bucket stage predicts from the device's capability table (pipelines/probe.py).
@@ -40,6 +45,15 @@ from testcurator.pipelines.store import RunStore
 
 def _store(state: NightlyState | FileTask) -> RunStore:
     return RunStore(Path(state["run_dir"]))
+
+
+def judge(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    from testcurator.pipelines.nightly.judge import judge as run_judge
+
+    ctx, store = runtime.context, _store(state)
+    with store.timed("judge"):
+        run_judge(ctx, store)
+    return {}
 
 
 def scope(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -192,7 +206,8 @@ def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     from testcurator.pipelines.report import write_report
 
     ctx, store = runtime.context, _store(state)
-    path = write_report(ctx, store, {**state, "files": decide.decided_files(ctx, store, state.get("files", []))})
+    path = write_report(ctx, store, {**state, "files": decide.decided_files(ctx, store, state.get("files", [])),
+                                     "kept": state.get("files", [])})
     ctx.say(f"report: {path}")
     return {"report": str(path)}
 
@@ -200,11 +215,12 @@ def report(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 def build_nightly_graph(checkpointer: Any = None) -> Any:
     """The compiled graph; tests pass a fresh checkpointer (or None)."""
     graph = StateGraph(NightlyState, context_schema=RunContext)
-    for name, node in (("scope", scope), ("memory", memory), ("probe", probe), ("bucket_file", bucket_file), ("draft", draft),
+    for name, node in (("judge", judge), ("scope", scope), ("memory", memory), ("probe", probe), ("bucket_file", bucket_file), ("draft", draft),
                        ("execute", execute), ("refine_file", refine_file), ("emit", emit), ("verify", verify),
                        ("report", report)):
         graph.add_node(name, node)
-    graph.add_edge(START, "scope")
+    graph.add_edge(START, "judge")
+    graph.add_edge("judge", "scope")
     graph.add_edge("scope", "memory")
     graph.add_edge("memory", "probe")
     graph.add_conditional_edges("probe", fan_out_bucket, ["bucket_file", "draft"])

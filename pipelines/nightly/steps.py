@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from testcurator.agents.decision import LLM_BRAIN
+from testcurator.agents.decision import LLM_BRAIN, Decision
 from testcurator.config.editor import ConfigEditor
 from testcurator.config.layout import config_path, raw_path
 from testcurator.errors import ExecutionError
 from testcurator.pipelines import decide
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
+from testcurator.memory.run_identity import config_digest
 from testcurator.pipelines.emit_guard import check_before_disk
+from testcurator.pipelines.nights.assess import Assessment, quarantine_decision
 from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
 from testcurator.plugin.only import write_keys
@@ -31,8 +34,11 @@ from testcurator.runner.shards.run import run_sharded
 from testcurator.runner.results.records import read_jsonl
 from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.verdict import verdict
+from testcurator.vocab import UNEXPECTED_PASS, TestKey
 
 EXEC_CONFIG = "exec_config"
+STANDING = "standing"  # the configs of --out as they stood when the run started (nightly/judge.py)
+JUDGE = "judge.json"
 
 
 def probe(ctx: RunContext, store: RunStore) -> dict[str, Any]:
@@ -77,7 +83,8 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
     return make_executor(ctx.executor, ExecutorOptions(resources=res, say=ctx.say))
 
 
-def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
+def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
+    """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it)."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
@@ -95,7 +102,7 @@ def _run(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int)
 
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:
-    records = _run(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
     result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
     if result.infrastructure:
         # Refining on a draft pytest did not run would curate from nothing: stop here, and
@@ -108,19 +115,45 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
 
 
 def emit_configs(ctx: RunContext, store: RunStore, files: Sequence[str], *, refined: bool) -> list[str]:
+    from testcurator.pipelines.nights.night import assess_night
+
+    night = assess_night(ctx, store, files)
     stage = "refine" if refined else "bucket"
     if any(d.brain == LLM_BRAIN for rel in files for d in store.read_decisions(stage, rel) or []):
         redone = check_before_disk(ctx.configs_dir, ctx.torch_root, store, stage, files,
-                                   lambda folder: _emit_into(ctx, store, folder, files, refined),
+                                   lambda folder: _emit_into(ctx, store, folder, files, refined, night),
                                    lambda rel, tests: decide.offline_decisions(ctx, store, rel, tests, refined))
         if redone:
             ctx.say(f"configs: {len(redone)} LLM decision(s) would not validate, decided offline (first: {redone[0]})")
-    result = _emit_into(ctx, store, ctx.configs_dir, files, refined)
-    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human, "conflicts": result.conflicts})
+    result = _emit_into(ctx, store, ctx.configs_dir, files, refined, night)
+    store.write_json("emit.json", {"written": result.written, "kept_human": result.kept_human,
+                                   "conflicts": result.conflicts, "pending": result.pending})
+    if result.pending:
+        ctx.say(f"configs: {len(result.pending)} change(s) to regressed or flaky tests kept back for review "
+                "(`testcurator accept` writes them)")
     return result.written
 
 
-def _emit_into(ctx: RunContext, store: RunStore, configs_dir: Path, files: Sequence[str], refined: bool) -> emitter.EmitResult:
+def _night_decisions(ctx: RunContext, night: Assessment, rel: str, decisions: Sequence[Decision]) -> list[Decision]:
+    """Tonight's decisions with the history's say: a flaky test the profile quarantines, and
+    the regressions a person accepted (their reason says so)."""
+    quarantined = {TestKey.parse(f.test).name: f for f in night.flaky if f.quarantined and TestKey.parse(f.test).file == rel}
+    accepted = {TestKey.parse(t).name: f for f in night.failures if (t := f.test) in night.accepted
+                and TestKey.parse(t).file == rel}
+    out = []
+    for d in decisions:
+        if d.test in quarantined:
+            d = quarantine_decision(quarantined[d.test], ctx.profile.flaky.flips)
+        elif d.test in accepted:
+            last = accepted[d.test].last_pass
+            d = replace(d, reason=f"{d.reason} Accepted as a regression of the backend (--accept-regressions)"
+                        + (f"; it last passed in run {last['run_id']} ({last['date']})." if last else "."))
+        out.append(d)
+    return out
+
+
+def _emit_into(ctx: RunContext, store: RunStore, configs_dir: Path, files: Sequence[str], refined: bool,
+               night: Assessment) -> emitter.EmitResult:
     result = emitter.EmitResult()
     sidecar = emitter.load_sidecar(configs_dir)
     executed = set()
@@ -128,10 +161,10 @@ def _emit_into(ctx: RunContext, store: RunStore, configs_dir: Path, files: Seque
         executed = {key.name for key in decide.executions(ctx, store)}
     broken = decide.not_importing(store)
     for rel in files:
-        decisions = store.read_decisions("refine" if refined else "bucket", rel) or []
+        decisions = _night_decisions(ctx, night, rel, store.read_decisions("refine" if refined else "bucket", rel) or [])
         reason = decide.file_reason(broken[rel]) if rel in broken else None
         emitter.emit_file(configs_dir, ctx.torch_root, ctx.profile, rel, decisions, sidecar, executed, result,
-                          drop_stale=not ctx.delta or rel in broken, file_reason=reason)
+                          drop_stale=not ctx.delta or rel in broken, file_reason=reason, hold=night.held_in(rel))
     emitter.save_sidecar(configs_dir, sidecar)
     return result
 
@@ -140,25 +173,46 @@ def verify(ctx: RunContext, store: RunStore) -> None:
     """Run the final curated suite as ``exec`` runs it (the same retries): mandatory failures
     now mean regressions. Without retries here, a test refine kept though flaky (it passed
     on retry in the draft, for review) failed the verification that ``exec`` passes: on
-    real upstream files, three order-dependent LoggingTensor tests of test_subclass."""
-    records = _run(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries)
+    real upstream files, three order-dependent LoggingTensor tests of test_subclass.
+
+    Configs that end the run as they stood when it started were judged on the device at its
+    start (pipelines/nightly/judge.py): that run is their verification, not run twice."""
+    judged = judged_as_final(ctx, store)
+    records = read_jsonl(judged) if judged else run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries)
+    summary = suite_summary(records, judged or store.path("verify", "results.jsonl"))
+    store.write_json("verify.json", {**summary, "reused_judge": judged is not None})
+    outcomes = summary["outcomes"]
+    ctx.say("verify: " + ("the configs are the standing ones, judged at the start of this run: " if judged else "")
+            + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+            + (f" ({len(summary['flaky'])} passed only on retry)" if summary["flaky"] else ""))
+
+
+def judged_as_final(ctx: RunContext, store: RunStore) -> Path | None:
+    """The judge's results, when the configs the run ends with are the ones it judged."""
+    data = store.read_json(JUDGE) or {}
+    results = store.path("judge", "results.jsonl")
+    if data.get("judged") and not data.get("infrastructure") and results.is_file() \
+            and data.get("digest") == config_digest(ctx.configs_dir):
+        return results
+    return None
+
+
+def suite_summary(records: Sequence[Any], results: Path) -> dict[str, Any]:
+    """What a run of a curated suite found (``verify.json``, ``judge.json``)."""
     result = verdict(records)
     tests = [r for r in records if not is_infrastructure(r)]
-    outcomes = Counter(r.outcome for r in tests)
-    flaky = sorted(r.nodeid for r in tests if r.flaky)
-    store.write_json("verify.json", {
-        "outcomes": dict(sorted(outcomes.items())),
+    return {
+        "outcomes": dict(sorted(Counter(r.outcome for r in tests).items())),
         "tests": len(tests),
         "exit_code": result.code,
-        "flaky": flaky,
+        "flaky": sorted(r.nodeid for r in tests if r.flaky),
         "mandatory_failures": sorted(r.nodeid for r in result.failures),
+        "strict_unexpected_passes": sorted(r.nodeid for r in result.failures if r.failure_class == UNEXPECTED_PASS),
         "unexpected_passes": sorted(r.nodeid for r in tests if r.outcome == "xpassed"),
         "infrastructure": [r.evidence for r in result.infrastructure]
-        + (["no test ran in the verification run"] if not tests else []),
-        "lines": result.lines(str(store.path("verify", "results.jsonl"))),
-    })
-    ctx.say("verify: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-            + (f" ({len(flaky)} passed only on retry)" if flaky else ""))
+        + (["no test ran"] if not tests else []),
+        "lines": result.lines(str(results)),
+    }
 
 
 def check_reasons(ctx: RunContext, store: RunStore, files: Sequence[str]) -> None:

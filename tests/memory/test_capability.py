@@ -7,7 +7,9 @@ from pathlib import Path
 from testcurator.memory.capability import (
     CapabilityTable, ProbedInstance, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
 )
+from testcurator.config.profile import BackendProfile
 from testcurator.memory.opmap import OpMap
+from testcurator.memory.run_identity import backend_digest
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.runner.probe.replay import ProbeResult
 from testcurator.vocab import TestKey
@@ -28,17 +30,24 @@ def test_rows_are_kept_per_backend_and_torch_version(tmp_path: Path) -> None:
             assert other.results() == {}
 
 
-def test_backend_version_follows_the_profile_and_the_sources(tmp_path: Path) -> None:
+def test_backend_version_follows_the_profile_the_sources_and_the_behaviour_env(tmp_path: Path) -> None:
     profile, src = tmp_path / "backend.yaml", tmp_path / "csrc"
     src.mkdir()
-    profile.write_text("name: x\n")
+    profile.write_text("name: x\ndevice: {kind: privateuse1, name: xdev}\n")
     (src / "kernels.cpp").write_text("// v1\n")
-    first = backend_version(profile, [src])
-    assert backend_version(profile, [src]) == first
+    model = BackendProfile(name="x", device={"kind": "privateuse1", "name": "xdev"})
+
+    def version(environ: dict[str, str] | None = None) -> str:
+        return backend_version(backend_digest(model, profile, [src], environ or {}))
+
+    first = version()
+    assert version({"UNRELATED": "1"}) == first
     (src / "kernels.cpp").write_text("// v2\n")
-    second = backend_version(profile, [src])
+    second = version()
     profile.write_text("name: y\n")
-    assert len({first, second, backend_version(profile, [src])}) == 3
+    third = version()
+    allowlist = version({"XDEV_ALLOWED_OPS": "add"})  # the device's own variables change what it does
+    assert len({first, second, third, allowlist}) == 4
 
 
 def test_probe_evidence_names_the_failing_calls_of_each_instance(tmp_path: Path) -> None:

@@ -68,7 +68,16 @@ def test_upstream_revision_from_git_or_version_txt(tmp_path: Path) -> None:
     assert upstream_revision(tmp_path) == head + "+dirty"
     sub = tmp_path / "tree"
     sub.mkdir()
-    assert upstream_revision(sub) == f"{head} (of the repository at {tmp_path})"  # clean under sub/
+    assert upstream_revision(sub) == f"{head} (of the repository at {tmp_path})"  # clean under sub/, not committed
+    (sub / "test_a.py").write_text("x = 1\n")
+    for args in (["add", "-A"], ["commit", "-qm", "sub"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
+    folder = upstream_revision(sub)
+    assert folder.startswith("tree ") and folder.endswith(f" (a folder of the repository at {tmp_path})")
+    (tmp_path / "version.txt").write_text("elsewhere\n")  # a commit outside the folder: the same tree
+    for args in (["add", "-A"], ["commit", "-qm", "outside"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
+    assert upstream_revision(sub) == folder
 
 
 def _data(verify: dict[str, object] | None) -> dict[str, object]:
