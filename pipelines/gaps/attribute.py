@@ -1,7 +1,8 @@
 """Each instance the run holds back, put on the gaps that hold it back, or left unattributed.
 
 An instance is *held back* when the final configs skip or xfail it (the verification's records;
-a run that verified nothing: the draft's skips and failures). Why, in this order:
+a run that verified nothing: the draft's skips and failures; a run that executed nothing: what
+its decisions hold back of the device's collection). Why, in this order:
 
 1. not the device's doing: the profile's preferences, another device's decorator (``@onlyCUDA``),
    upstream's own skip, or the test skipping itself; these belong to no gap;
@@ -17,7 +18,8 @@ a run that verified nothing: the draft's skips and failures). Why, in this order
 
 Execution and the probe add up: the draft reports an instance's first failure, the probe every
 call the device lacks. What none of them explains is *unattributed*, with its reason; so is a
-test that fails on CPU too (its reason says the failure is not the backend's).
+test that fails on CPU too (its reason says the failure is not the backend's, or its instance
+failed in the CPU capture).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ VIEW_COPY = "view_copy"  # the status of a view returned as a copy (derive.py)
 # How the plugin cites the config that skipped an instance: ``(configs/test/x.yaml:17:11)``.
 _CONFIG_SKIP = re.compile(r"\([^()\n]*\.ya?ml(?::\d+:\d+)?\)")
 _ATEN = re.compile(r"aten::[\w.]*\w")
+_NOT_THE_BACKEND = "the failure is not the backend's"  # refine's words for a failure CPU shares (agents/offline)
 _NOT_DEVICE_EVIDENCE = (("preference `", "the profile's preferences"), ("file: ", "a device-specific file"))
 
 
@@ -94,7 +97,7 @@ def _first_line(text: str | None) -> str:
     return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
 
 
-def _not_device(rec: TestRecord, dec: Decision | None) -> str | None:
+def _not_device(rec: TestRecord, dec: Decision | None, executed: bool) -> str | None:
     """Why ``rec`` is held back by something other than the device, or None."""
     if dec is not None and dec.mode == "skip":
         for prefix, what in _NOT_DEVICE_EVIDENCE:
@@ -104,7 +107,7 @@ def _not_device(rec: TestRecord, dec: Decision | None) -> str | None:
             return f"a decorator or upstream's own instantiation: {dec.reason}"
     if dec is not None and dec.mode != "skip" and dec.reason.startswith("Xfail: upstream expects it to fail"):
         return f"upstream's own expectation: {dec.reason}"
-    if rec.outcome == "skipped" and not _CONFIG_SKIP.search(rec.failure_text or ""):
+    if executed and rec.outcome == "skipped" and not _CONFIG_SKIP.search(rec.failure_text or ""):
         return f"skipped by the test itself: {_first_line(rec.failure_text).removeprefix('Skipped: ')}"
     return None
 
@@ -179,8 +182,10 @@ def _hits(rec: TestRecord, src: RunSources) -> list[Hit]:
 
 def _unattributed_why(rec: TestRecord, src: RunSources, dec: Decision | None) -> str:
     draft = src.draft.get(record_key(rec))
-    if dec is not None and "the failure is not the backend's" in dec.reason:
+    if dec is not None and _NOT_THE_BACKEND in dec.reason:
         return f"it fails on CPU too, the reference device: {_first_line(dec.reason)}"
+    if record_kind(rec) in src.cpu_failed:
+        return "it failed on CPU too, the reference device, in the capture: not the backend's gap"
     if draft is not None and draft.outcome in FAILING:
         return f"{draft.outcome} in the draft with {draft.failure_class or 'no class'}: " \
                f"{_first_line(draft.evidence or draft.failure_text)[:300]}"
@@ -199,11 +204,11 @@ def attribute(src: RunSources) -> list[Held]:
         dec = src.decisions.get(test)
         base = dict(key=record_key(rec), test=test, dtype=rec.dtype, op=rec.op, module=rec.module,
                     outcome=rec.outcome, skip_text=_first_line(rec.failure_text) if rec.outcome == "skipped" else "")
-        not_device = _not_device(rec, dec)
+        not_device = _not_device(rec, dec, src.executed)
         if not_device is not None:
             out.append(Held(**base, device=False, why=not_device))
             continue
-        cpu_too = dec is not None and "the failure is not the backend's" in dec.reason
+        cpu_too = record_kind(rec) in src.cpu_failed or (dec is not None and _NOT_THE_BACKEND in dec.reason)
         hits = () if cpu_too else tuple(_hits(rec, src))
         out.append(Held(**base, device=True, hits=hits, why="" if hits else _unattributed_why(rec, src, dec)))
     return out

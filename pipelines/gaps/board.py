@@ -24,8 +24,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testcurator.pipelines.gaps.attribute import DTYPE, OP, VIEW_COPY, GapId, Held
-from testcurator.vocab import TestKey, op_key
+from testcurator.pipelines.gaps.attribute import DTYPE, VIEW_COPY, GapId, Held
+from testcurator.pipelines.gaps.enable import route
+from testcurator.vocab import TestKey
 
 #: Most severe first: a gap's status is the most severe of its rows.
 STATUS_ORDER = ("crash", "wrong_result", VIEW_COPY, "missing_kernel", "unsupported_dtype", "error")
@@ -47,7 +48,8 @@ class Gap:
     instances: set[str] = field(default_factory=set)
     alone: set[TestKey] = field(default_factory=set)
     shared: dict[TestKey, set[GapId]] = field(default_factory=dict)
-    commands: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)  # the enable-op commands that admit the alone tests
+    unrouted: list[TestKey] = field(default_factory=list)  # alone tests no enable-op command admits
 
     @property
     def status(self) -> str:
@@ -116,22 +118,11 @@ def _alone_and_shared(gaps: Mapping[GapId, Gap], by_test: Mapping[TestKey, list[
                 gap.shared[test] = (blocking | with_gap) - {gap_id}
 
 
-def enable_commands(gap: Gap, helds: Iterable[Held], configs: str, profile: str) -> list[str]:
-    """The ``enable-op`` commands that admit the gap's alone tests once its kernel exists: the op
-    itself, and the OpInfo ops the configs excluded from those tests for it."""
-    if gap.id.kind != OP:
-        return []
-    tail = f" --config {configs} --backend {profile}"
-    opinfos = sorted({h.op for h in helds if h.op and h.test in gap.alone and h.gaps == {gap.id}
-                      and h.skip_text.startswith(f"Skipped: op {h.op} excluded")})
-    return [f"testcurator enable-op {gap.id.name}{tail}"] + [f"testcurator enable-op {o}{tail}" for o in opinfos
-                                                             if o != op_key(gap.id.name)]
-
-
-def build(helds: Sequence[Held], *, run: str, device: str, evidence: str, configs: str, profile: str,
-          whole: Collection[TestKey] = ()) -> Board:
-    """The board of ``helds`` (pipelines/gaps/attribute.py); ``whole``: the tests held back as
-    a whole (see :func:`_alone_and_shared`)."""
+def build(helds: Sequence[Held], *, run: str, device: str, evidence: str, whole: Mapping[TestKey, str],
+          tail: str = "") -> Board:
+    """The board of ``helds`` (pipelines/gaps/attribute.py); ``whole``: the tests held back as a
+    whole and their reasons (see :func:`_alone_and_shared`); ``tail``: the options of the
+    ``enable-op`` commands (pipelines/gaps/enable.py)."""
     gaps: dict[GapId, Gap] = {}
     by_test: dict[TestKey, list[Held]] = defaultdict(list)
     unattributed: dict[str, list[Held]] = defaultdict(list)
@@ -146,15 +137,12 @@ def build(helds: Sequence[Held], *, run: str, device: str, evidence: str, config
             unattributed[held.why].append(held)
     _alone_and_shared(gaps, by_test, whole)
     for gap in gaps.values():
-        gap.commands = enable_commands(gap, by_test_of(gap, by_test), configs, profile)
+        found = route(gap.id, sorted(gap.alone), by_test, whole, tail)
+        gap.commands, gap.unrouted = list(found.commands), list(found.unrouted)
     ranked = sorted(gaps.values(), key=lambda g: g.rank_key)
     return Board(run=run, device=device, evidence=evidence, gaps=[g for g in ranked if g.id.kind != DTYPE],
                  dtypes=[g for g in ranked if g.id.kind == DTYPE], unattributed=dict(unattributed),
                  not_device=dict(not_device), held=len(helds))
-
-
-def by_test_of(gap: Gap, by_test: Mapping[TestKey, list[Held]]) -> list[Held]:
-    return [h for t in sorted(gap.tests) for h in by_test[t]]
 
 
 def _names(tests: Iterable[TestKey]) -> list[str]:
@@ -169,7 +157,7 @@ def gap_json(gap: Gap, rank: int) -> dict[str, Any]:
             "alone": _names(gap.alone), "alone_keys": sorted(map(str, gap.alone)),
             "shared": {str(t): sorted(map(str, w)) for t, w in sorted(gap.shared.items())},
             "shared_with": gap.shared_with, "evidence": gap.details[:5], "sources": sorted(gap.sources),
-            "enable_op": gap.commands}
+            "enable_op": gap.commands, "enable_op_misses": sorted(map(str, gap.unrouted))}
 
 
 def _group_json(status: str, reason: str, helds: Sequence[Held]) -> dict[str, Any]:

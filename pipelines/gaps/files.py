@@ -25,14 +25,13 @@ REPORT_TOP = 10
 def compute(run_dir: Path) -> Board:
     """The gap board of the finished run in ``run_dir`` (a run folder, ``run.json`` in it)."""
     src = load(run_dir)
-    where = ("the verification of the final configs" if src.verified else "the draft's execution" if src.final
-             else "nothing: the run executed no test")
+    where = ("the verification of the final configs" if src.verified else "the draft's execution" if src.executed
+             else "the decisions (the run executed no test)")
     evidence = (f"held back in {where}; gaps from the draft's failures, the probe's capability table "
                 f"({len(src.probe)} calls) and the CPU capture")
-    configs = str(src.configs) if src.configs is not None else "CONFIGS"
-    whole = {t for t, d in src.decisions.items() if d.mode in HELD_BACK_MODES}
-    return build(attribute(src), run=run_dir.name, device=src.device, evidence=evidence, configs=configs,
-                 profile=str(src.profile), whole=whole)
+    tail = f" --config {src.configs or 'CONFIGS'} --backend {src.profile} --state-dir {src.state_dir}"
+    whole = {t: d.reason for t, d in src.decisions.items() if d.mode in HELD_BACK_MODES}
+    return build(attribute(src), run=run_dir.name, device=src.device, evidence=evidence, whole=whole, tail=tail)
 
 
 def write_board(run_dir: Path, out_dir: Path, board: Board | None = None) -> list[Path]:

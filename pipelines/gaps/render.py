@@ -60,6 +60,8 @@ def text(board: Board) -> str:
         if gap.shared:
             lines.append(f"     shared: {_listed(_shared_lines(gap), 4)}")
         lines += [f"     enable: {c}" for c in gap.commands[:2]]
+        if gap.unrouted:
+            lines.append(f"     no enable-op command admits {_listed(_tests(gap.unrouted), 4)}: run again once it works")
     for title, groups in (("Unattributed: held back by the device, no gap found", board.unattributed),
                           ("Held back, not by the device", board.not_device)):
         if groups:
@@ -91,6 +93,8 @@ def markdown(board: Board, *, top: int | None = None, heading: str = "#") -> lis
         lines += [f"- shared: `{line}`" for line in _shared_lines(gap)]
         lines += [f"- evidence: `{_md_cell(d[:200])}`" for d in gap.details[:3]]
         lines += [f"- enable: `{c}`" for c in gap.commands]
+        lines += [f"- no enable-op command admits `{t}`: run again once the gap is implemented" for t in
+                  _tests(gap.unrouted)]
     for title, groups in (("Unattributed: held back by the device, no gap found", board.unattributed),
                           ("Held back, not by the device", board.not_device)):
         if groups:

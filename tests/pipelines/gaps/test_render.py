@@ -53,7 +53,7 @@ def test_text_and_markdown_list_the_ranked_gaps(run_dir: Path) -> None:
     board = compute(run_dir)
     text = render(board, "text")
     assert text.splitlines()[0].startswith("What to implement next on gapdev (run run-1): 1 op/feature gap(s)")
-    assert "aten::dot" in text and "enable: testcurator enable-op aten::dot" in text
+    assert "aten::dot" in text and "enable: testcurator enable-op matmul --config " in text
     md = render(board, "markdown").splitlines()
     assert md[0] == "# What to implement next"
     assert any(line.startswith("| 1 | `aten::dot` | missing kernel | float32 | 2 | 0 | 2 |") for line in md)
