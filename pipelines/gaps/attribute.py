@@ -97,16 +97,21 @@ def _first_line(text: str | None) -> str:
     return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
 
 
-def _not_device(rec: TestRecord, dec: Decision | None, executed: bool) -> str | None:
-    """Why ``rec`` is held back by something other than the device, or None."""
+def _not_device(rec: TestRecord, dec: Decision | None, device: str, executed: bool) -> str | None:
+    """Why ``rec`` is held back by something other than the device, or None. Upstream's own
+    word about this device (``@skipPRIVATEUSE1``, ``@expectedFailure`` naming it) is the
+    device's: its tests stay on the board, unattributed."""
+    reason = dec.reason if dec is not None else ""
     if dec is not None and dec.mode == "skip":
         for prefix, what in _NOT_DEVICE_EVIDENCE:
             if any(e.startswith(prefix) for e in dec.evidence):
-                return f"{what}: {dec.reason}"
-        if any(e.startswith("decorator: ") for e in dec.evidence) or dec.brain == "execution":
-            return f"a decorator or upstream's own instantiation: {dec.reason}"
-    if dec is not None and dec.mode != "skip" and dec.reason.startswith("Xfail: upstream expects it to fail"):
-        return f"upstream's own expectation: {dec.reason}"
+                return f"{what}: {reason}"
+        if dec.brain == "execution" or (any(e.startswith("decorator: ") for e in dec.evidence)
+                                        and ("restricts it to" in reason or "on every device" in reason)):
+            return f"another device's decorator, or upstream's own: {reason}"
+    if reason.startswith("Xfail: upstream expects it to fail") and device not in reason.lower() \
+            and "privateuse1" not in reason.lower():
+        return f"upstream's own expectation: {reason}"
     if executed and rec.outcome == "skipped" and not _CONFIG_SKIP.search(rec.failure_text or ""):
         return f"skipped by the test itself: {_first_line(rec.failure_text).removeprefix('Skipped: ')}"
     return None
@@ -204,7 +209,7 @@ def attribute(src: RunSources) -> list[Held]:
         dec = src.decisions.get(test)
         base = dict(key=record_key(rec), test=test, dtype=rec.dtype, op=rec.op, module=rec.module,
                     outcome=rec.outcome, skip_text=_first_line(rec.failure_text) if rec.outcome == "skipped" else "")
-        not_device = _not_device(rec, dec, src.executed)
+        not_device = _not_device(rec, dec, src.device, src.executed)
         if not_device is not None:
             out.append(Held(**base, device=False, why=not_device))
             continue

@@ -39,6 +39,7 @@ def _run(k: Any) -> Any:
             k.rec("test_cpu_too", "xfailed"),
             k.skipped("test_sparse", "Skip: it needs sparse"),
             k.skipped("test_cuda", "Skip: @onlyCUDA restricts it to cuda"),
+            k.skipped("test_pu1", "Skip: @skipPRIVATEUSE1 skips it on the backend's device"),
             k.rec("test_self_skip", "skipped", text="Skipped: test requires SciPy"),
             k.rec("test_ops", "passed", op="add"),
         ],
@@ -61,6 +62,8 @@ def _run(k: Any) -> Any:
                        "instance failed): the failure is not the backend's"),
             k.decision("test_sparse", "skip", "Skip: it needs sparse", [PREFERENCE]),
             k.decision("test_cuda", "skip", "Skip: @onlyCUDA restricts it to cuda", ["decorator: @onlyCUDA"]),
+            k.decision("test_pu1", "skip", "Skip: @skipPRIVATEUSE1 skips it on the backend's device 'gapdev'.",
+                       ["decorator: @skipPRIVATEUSE1"]),
         ],
         probe={"aten::dot(float32,float32)": ("missing_kernel", DOT), "aten::dot(int64,int64)": ("missing_kernel", DOT),
                "aten::dot.out(float32,float32,float32)": ("missing_kernel", DOT),
@@ -137,7 +140,8 @@ def test_enable_op_names_the_command_that_admits_each_alone_test(board: Board, g
     ("TestGaps::test_odd", "unattributed", "RuntimeError: something odd"),
     ("TestGaps::test_cpu_too", "unattributed", "fails on CPU too"),
     ("TestGaps::test_sparse", "not_the_device", "preferences"),
-    ("TestGaps::test_cuda", "not_the_device", "@onlyCUDA"),
+    ("TestGaps::test_cuda", "not_the_device", "@onlyCUDA"),  # another device's decorator
+    ("TestGaps::test_pu1", "unattributed", "@skipPRIVATEUSE1 skips it on the backend's device"),  # upstream on this one
     ("TestGaps::test_self_skip", "not_the_device", "skipped by the test itself: test requires SciPy"),
 ])
 def test_what_no_gap_explains_keeps_its_reason(board: Board, test: str, where: str, reason: str) -> None:
@@ -148,7 +152,7 @@ def test_what_no_gap_explains_keeps_its_reason(board: Board, test: str, where: s
 def test_every_held_back_instance_appears_once(board: Board) -> None:
     on_board = [i for g in board_json(board) if g["kind"] in ("unattributed", "not_the_device") for i in g["instances"]]
     on_board += [i for g in board.ranked() for i in g.instances]
-    assert board.held == 13 and len(set(on_board)) == 13  # every held instance; the passing one on none
+    assert board.held == 14 and len(set(on_board)) == 14  # every held instance; the passing one on none
 
 
 def test_a_run_without_the_capture_is_bad_input(gapkit: Any, make_run: Callable[[Any], Path]) -> None:
