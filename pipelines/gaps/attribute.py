@@ -203,6 +203,11 @@ def attribute(src: RunSources) -> list[Held]:
     """Every held-back instance of the run, with its gaps or why it has none."""
     out = []
     for rec in src.final:
+        if not rec.generic and rec.outcome == "skipped":  # a file skipped whole: it does not import
+            out.append(Held(key=rec.nodeid, test=TestKey.parse(rec.nodeid), dtype=None, op=None, module=None,
+                            outcome=rec.outcome, skip_text="", device=False,
+                            why=f"the whole file: {_first_line(rec.failure_text).removeprefix('Skipped: ')}"))
+            continue
         if not _held(rec, src.verified):
             continue
         test = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic or "")

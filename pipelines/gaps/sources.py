@@ -108,6 +108,9 @@ def _probe(run_dir: Path, state: Path) -> dict[str, ProbeResult]:
     if not path.is_file():
         return {}  # --no-probe: execution alone says what the device lacks
     figures = _read_json(path)
+    if not figures.get("backend_version") or not figures.get("torch_version"):
+        raise BadInputError(f"{path}: no backend_version and torch_version, which name the capability table the "
+                            "probe filled (a probe.json of an older testcurator: run again)")
     with CapabilityTable(state, str(figures["backend_version"]), str(figures["torch_version"])) as table:
         return table.results()
 

@@ -11,6 +11,7 @@ import pytest
 from testcurator.errors import BadInputError
 from testcurator.pipelines.gaps.board import Board, board_json
 from testcurator.pipelines.gaps.files import compute
+from testcurator.runner.results.records import TestRecord
 
 DOT = "NotImplementedError: Could not run 'aten::dot' with arguments from the 'gapdev' backend."
 ADDMV = "NotImplementedError: Could not run 'aten::addmv.out' with arguments from the 'gapdev' backend."
@@ -42,6 +43,8 @@ def _run(k: Any) -> Any:
             k.skipped("test_pu1", "Skip: @skipPRIVATEUSE1 skips it on the backend's device"),
             k.rec("test_self_skip", "skipped", text="Skipped: test requires SciPy"),
             k.rec("test_ops", "passed", op="add"),
+            TestRecord("test/test_broken.py", "skipped", failure_text="Skipped: testcurator: every test of "
+                       "test/test_broken.py is skipped, and it does not import: ImportError: cannot import name 'x'"),
         ],
         draft=[
             k.rec("test_mv", "failed", cls="unsupported_op", evidence=DOT),
@@ -143,6 +146,7 @@ def test_enable_op_names_the_command_that_admits_each_alone_test(board: Board, g
     ("TestGaps::test_cuda", "not_the_device", "@onlyCUDA"),  # another device's decorator
     ("TestGaps::test_pu1", "unattributed", "@skipPRIVATEUSE1 skips it on the backend's device"),  # upstream on this one
     ("TestGaps::test_self_skip", "not_the_device", "skipped by the test itself: test requires SciPy"),
+    ("", "not_the_device", "the whole file: testcurator: every test of test/test_broken.py is skipped"),
 ])
 def test_what_no_gap_explains_keeps_its_reason(board: Board, test: str, where: str, reason: str) -> None:
     (group,) = [g for g in board_json(board) if test in g["tests"]]
@@ -152,7 +156,7 @@ def test_what_no_gap_explains_keeps_its_reason(board: Board, test: str, where: s
 def test_every_held_back_instance_appears_once(board: Board) -> None:
     on_board = [i for g in board_json(board) if g["kind"] in ("unattributed", "not_the_device") for i in g["instances"]]
     on_board += [i for g in board.ranked() for i in g.instances]
-    assert board.held == 14 and len(set(on_board)) == 14  # every held instance; the passing one on none
+    assert board.held == 15 and len(set(on_board)) == 15  # every held instance; the passing one on none
 
 
 def test_a_run_without_the_capture_is_bad_input(gapkit: Any, make_run: Callable[[Any], Path]) -> None:
