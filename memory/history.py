@@ -25,7 +25,7 @@ from typing import Any
 
 from testcurator.errors import MemoryStoreError
 from testcurator.runner.results.records import TestRecord
-from testcurator.vocab import FAILING, NOT_RUN, PASSED_EVIDENCE, TestKey, instance_key
+from testcurator.vocab import FAILING, NOT_RUN, PASSED_EVIDENCE, UNEXPECTED_PASS, TestKey, instance_key
 
 HISTORY_DB = "history.sqlite"
 SCHEMA_VERSION = 1
@@ -79,21 +79,27 @@ class RunIdentity:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-def status(outcomes: Iterable[str]) -> str:
-    """One test's status in one run, from its instances' outcomes: ``F`` when one failed
-    (an ``xfailed`` instance failed too), ``P`` when some passed and none failed, ``-``
-    when none ran."""
-    seen = set(outcomes)
+def status(outcomes: Iterable[tuple[str, str | None]]) -> str:
+    """One test's status in one run, from its instances' (outcome, failure class): ``F``
+    when one failed (an ``xfailed`` instance failed too), ``P`` when some passed and none
+    failed (a strict xfail that passed is reported failed, class ``unexpected_pass``: a
+    pass), ``-`` when none ran."""
+    seen = {"passed" if cls == UNEXPECTED_PASS else outcome for outcome, cls in outcomes}
     if seen & (FAILING | {"xfailed"}):
         return "F"
     return "P" if seen & PASSED_EVIDENCE else "-"
+
+
+def passed(record: TestRecord) -> bool:
+    """Whether an instance passed: a pass, an xfail that passed, or a strict xfail that did."""
+    return record.outcome in PASSED_EVIDENCE or record.failure_class == UNEXPECTED_PASS
 
 
 def _counts(records: Sequence[TestRecord]) -> dict[str, tuple[int, int, int]]:
     per: dict[str, list[int]] = {}
     for r in records:
         row = per.setdefault(TestKey.parse(r.nodeid).file, [0, 0, 0])
-        row[0 if r.outcome in PASSED_EVIDENCE else 1 if r.outcome in NOT_RUN else 2] += 1
+        row[0 if passed(r) else 1 if r.outcome in NOT_RUN else 2] += 1
     return {f: (p, h, x) for f, (p, h, x) in per.items()}
 
 
@@ -204,11 +210,11 @@ class History:
             return {}
         marks = ", ".join("?" * len(seqs))
         rows = self.conn.execute(
-            f"SELECT o.seq, i.file, i.generic, o.outcome FROM outcomes o JOIN instances i ON i.id=o.iid "
+            f"SELECT o.seq, i.file, i.generic, o.outcome, o.failure_class FROM outcomes o JOIN instances i ON i.id=o.iid "
             f"WHERE o.seq IN ({marks}) AND o.phase IN ({', '.join('?' * len(phases))})", (*seqs, *phases))
-        outcomes: dict[TestKey, dict[int, list[str]]] = {}
-        for seq, file, generic, outcome in rows:
-            outcomes.setdefault(TestKey.of(file, generic), {}).setdefault(seq, []).append(outcome)
+        outcomes: dict[TestKey, dict[int, list[tuple[str, str | None]]]] = {}
+        for seq, file, generic, outcome, cls in rows:
+            outcomes.setdefault(TestKey.of(file, generic), {}).setdefault(seq, []).append((outcome, cls))
         return {key: {seq: s for seq, outs in per.items() if (s := status(outs)) != "-"}
                 for key, per in outcomes.items()}
 

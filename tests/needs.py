@@ -11,6 +11,8 @@ import importlib
 import importlib.util
 import os
 import shutil
+import subprocess
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -49,3 +51,16 @@ def modules(*names: str, hint: str) -> None:
     absent = [name for name in names if importlib.util.find_spec(name) is None]
     if absent:
         missing(f"{', '.join(absent)} not installed ({hint})")
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+# Headless, as root, on a machine whose network is closed: no sandbox, no background connections.
+BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars")
+
+
+def chromium(profile: Path, *args: str, window: tuple[int, int] = (900, 1400)) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium (a fresh profile folder ``profile``) with ``args``; its output."""
+    browser = command(*BROWSERS, hint="Debian: apt-get install -y chromium; .ci/run installs it")
+    return subprocess.run([browser, *BROWSER_FLAGS, f"--window-size={window[0]},{window[1]}",
+                           f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120, check=True)

@@ -86,11 +86,11 @@ def record_key(record: TestRecord) -> TestKey | None:
 
 def statuses(records: Iterable[TestRecord]) -> dict[TestKey, str]:
     """Per test, its status in one run (memory/history.py :func:`status`)."""
-    outcomes: dict[TestKey, list[str]] = defaultdict(list)
+    outcomes: dict[TestKey, list[tuple[str, str | None]]] = defaultdict(list)
     for r in records:
         key = record_key(r)
         if key is not None:
-            outcomes[key].append(r.outcome)
+            outcomes[key].append((r.outcome, r.failure_class))
     return {k: s for k, outs in outcomes.items() if (s := status(outs)) != "-"}
 
 

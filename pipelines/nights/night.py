@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
-from testcurator.memory.history import History, RunIdentity
+from testcurator.memory.history import History, RunIdentity, passed
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nights import chart, identity, since
 from testcurator.pipelines.nights.assess import Assessment, Night, assess
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import TestRecord, read_jsonl
-from testcurator.vocab import PASSED_EVIDENCE, TestKey
+from testcurator.vocab import TestKey
 
 NIGHTS = "nights.json"
 CHART = "history.html"
@@ -96,7 +96,7 @@ def standing_dir(store: RunStore) -> Path | None:
 def passing_per_file(records: Sequence[TestRecord]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in records:
-        if r.outcome in PASSED_EVIDENCE:
+        if passed(r):
             file = TestKey.parse(r.nodeid).file
             out[file] = out.get(file, 0) + 1
     return out
