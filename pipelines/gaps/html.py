@@ -25,22 +25,24 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .3em}
 .legend span{display:inline-block;margin-right:1em}
 .legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle;border-radius:2px}
-.wrap{display:flex;gap:1.5em;align-items:flex-start}
+.wrap{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}
 table{border-collapse:collapse}
 th,td{border:1px solid #ddd;padding:2px 4px;text-align:center}
 th.dt{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:12px}
-td.name{text-align:left;white-space:nowrap}
+td.name,td.status{text-align:left;white-space:nowrap}
 td.name a{cursor:pointer;color:#124;text-decoration:underline dotted}
 td.cell{width:38px;height:30px;padding:0}
 td.cell div{margin:auto;border-radius:3px;color:#fff;font-size:11px;display:flex;align-items:center;
 justify-content:center;cursor:pointer}
 tr.section td{background:#f3f3f3;font-weight:bold;text-align:left}
-#detail{min-width:24em;max-width:40em;border-left:3px solid #ccc;padding-left:1em}
-#detail code{background:#f4f4f4;padding:0 2px;word-break:break-all}
+.wrap>div:first-child{flex:0 0 auto}
+#detail{flex:1 1 24em;min-width:20em;max-width:48em;border-left:3px solid #ccc;padding-left:1em;overflow-wrap:anywhere}
+#detail code{background:#f4f4f4;padding:0 2px}
 ul{padding-left:1.2em;margin:.3em 0}
 """
 _JS = """
 const data = JSON.parse(document.getElementById('board-data').textContent);
+const words = JSON.parse(document.getElementById('status-words').textContent);
 const panel = document.getElementById('detail');
 function list(title, items) {
   if (!items || !items.length) return '';
@@ -59,7 +61,7 @@ function showGap(i, dtype) {
   head.textContent = '#' + g.rank + ' ' + g.name + (dtype ? ' at ' + dtype : '');
   const status = dtype ? g.by_dtype[dtype] : g.status;
   const groups = [];
-  let html = '<p>' + status.replace('_', ' ') + '</p>';
+  let html = '<p>' + words[status] + '</p>';
   const tests = dtype ? g.cell_tests[dtype] : g.tests;
   for (const [title, items] of [['tests held back', tests], ['alone', g.alone], ['shared', g.shared],
                                 ['evidence', g.evidence], ['enable', g.enable]]) {
@@ -84,7 +86,7 @@ def _gap_data(gap: Gap, rank: int) -> dict[str, Any]:
             "cell_tests": {d: sorted(t) for d, t in gap.cell_tests.items()},
             "tests": sorted(map(str, gap.tests)), "alone": sorted(map(str, gap.alone)),
             "shared": [f"{t} (with {', '.join(sorted(map(str, w)))})" for t, w in sorted(gap.shared.items())],
-            "evidence": gap.details[:5], "enable": gap.commands}
+            "evidence": gap.details[:3], "enable": gap.commands}
 
 
 def _cell(gap: Gap, index: int, dtype: str, biggest: int) -> str:
@@ -102,7 +104,8 @@ def _cell(gap: Gap, index: int, dtype: str, biggest: int) -> str:
 def _row(gap: Gap, index: int, dtypes: list[str], biggest: int) -> str:
     cells = "".join(_cell(gap, index, d, biggest) for d in dtypes)
     return (f'<tr><td>{index + 1}</td><td class="name"><a data-gap="{index}">{html.escape(str(gap.id))}</a></td>'
-            f"<td>{html.escape(STATUS_WORDS[gap.status])}</td><td>{len(gap.alone)}</td><td>{len(gap.shared)}</td>"
+            f'<td class="status">{html.escape(STATUS_WORDS[gap.status])}</td>'
+            f"<td>{len(gap.alone)}</td><td>{len(gap.shared)}</td>"
             f"<td>{len(gap.instances)}</td>{cells}</tr>")
 
 
@@ -140,4 +143,6 @@ def page(board: Board) -> str:
             f'<div class="wrap"><div>{body}</div><div id="detail"><p>Click a gap or a cell.</p></div></div>'
             f"{_held_list('Unattributed: held back by the device, no gap found', board.unattributed)}"
             f"{_held_list('Held back, not by the device', board.not_device)}"
-            f'<script type="application/json" id="board-data">{data}</script><script>{_JS}</script></body></html>\n')
+            f'<script type="application/json" id="board-data">{data}</script>'
+            f'<script type="application/json" id="status-words">{json.dumps(STATUS_WORDS)}</script>'
+            f"<script>{_JS}</script></body></html>\n")
