@@ -63,10 +63,10 @@ def test_the_page_is_one_self_contained_file(run_dir: Path) -> None:
     page = render(compute(run_dir), "html")
     tags = _Tags()
     tags.feed(page)
-    assert tags.tags.count("script") == 2 and "table" in tags.tags
+    assert tags.tags.count("script") == 3 and "table" in tags.tags  # data, status words, code
     assert not [u for u in tags.urls if "://" in u]  # no network
     assert "b" not in tags.tags  # the test name is data, never markup
-    assert page.count("</script>") == 2
+    assert page.count("</script>") == 3
 
 
 def test_a_finished_run_gets_its_board_files_and_a_report_section(run_dir: Path, tmp_path: Path) -> None:
