@@ -168,6 +168,7 @@ PYTHON_PATH = _opt("--python-path", metavar="DIR", kind=PathKind.DIR_IN,
                    help="A folder that makes the backend module importable (repeatable); the profile names it "
                         "relative to its own folder.")
 OUT_DIR = _opt("--out", metavar="DIR", kind=PathKind.DIR_OUT, help="Output folder (created if missing).")
+OUT_RUNS = _opt("--out", metavar="DIR", kind=PathKind.DIR_IN, help="The --out folder of the runs, as `run` was given it.")
 OUT_FILE = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="Write to this file (atomically) instead of stdout.")
 # Commands whose output is always a file (a workflow, a plan): where it goes.
 OUT_TARGET = _opt("--out", metavar="FILE", kind=PathKind.FILE_OUT, help="The file to write (atomically).")
@@ -193,6 +194,18 @@ TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
 RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")
 EXECUTE = _opt("--execute/--no-execute", help="Run the tests on the device and keep what the results say.")
 RESUME = _opt("--resume", help="Continue the last run from its checkpoint.")
+ACCEPT_REGRESSIONS = _opt("--accept-regressions", help="Write the changes refine proposes for tonight's regressions "
+                          "(demotions, new exclusions); without it their standing entries stay, listed for review "
+                          "(`testcurator accept` writes them later).")
+WAIT = _opt("--wait", metavar="SECONDS", min=0, help="When another run holds the state directory or --out, wait up to "
+            "SECONDS for it to end (default 0: refuse at once, exit 3, having written nothing).")
+HISTORY_FILE = _opt("--file", metavar="TEST_FILE", help="An upstream test file, relative to the torch root "
+                    "(test/test_ops.py): its passing, held-back and failing instances per run.")
+HISTORY_TEST = _opt("--test", metavar="NAME", help="A test, file::Class::test as report.md names it: its outcome per run "
+                    "and its last failure.")
+LAST_RUNS = _opt("--last", metavar="N", min=1, help="Only the last N runs.")
+KEEP_RUNS = _opt("--keep-runs", metavar="N", min=1, help="Runs whose per-instance outcomes the history keeps (default "
+                 "60); older runs keep their identity and counts, and their run folders are removed.")
 DRY_RUN = _opt("--dry-run", help="Print what would change; write nothing.")
 FORCE = _opt("--force", help="Replace output files that already exist.")
 QUIET = _opt("-q", "--quiet", help="No progress display.")
@@ -200,8 +213,11 @@ EMBED = _opt("--embed/--no-embed", help="Per-test embeddings for similarity sear
 CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on CPU to map them to the aten ops they call.")
 CAPTURE_BUDGET = _opt("--capture-budget-s", metavar="SECONDS", min=0,
                      help="The most the CPU op capture may cost, in estimated CPU seconds (from earlier captures' "
-                          "timings): over it, fewer kinds of each test are captured, said in the report (default: no "
-                          "limit).")
+                          "timings): over it, fewer kinds of each test are captured, said in the report (default: "
+                          "1800; no limit with --capture-all).")
+CAPTURE_ALL = _opt("--capture-all", help="Capture every CPU instance the device instantiates, also those the backend "
+                   "profile rules out (a dtype outside supported_dtypes, complex or quantized without the hook), and "
+                   "with no default budget.")
 PROBE = _opt("--probe/--no-probe", help="Replay the tests' captured aten calls on the device first (before bucketing; "
              "in enable-op, before admitting: the capability table), so decisions know which op x dtype calls it "
              "lacks (needs the CPU op capture: `run --capture-ops`, or `ops ingest`).")
@@ -290,7 +306,8 @@ OUTPUT_DEPRECATED = _opt("-o", "--output", metavar="FILE", kind=PathKind.FILE_OU
 JOBS_DEPRECATED = _opt("-j", "--jobs", metavar="N", min=1, hidden=True, help="Deprecated: use -n/--workers.")
 REPORT = _opt("--report", metavar="FILE", kind=PathKind.FILE_OUT, help="Also write the report to FILE (.json: JSON, else markdown).")
 FAIL_SHRINK = _opt("--fail-if-mandatory-shrinks-by", metavar="N|P%",
-                   help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode.")
+                   help="Exit 1 when more than N (or P% of the) named mandatory_success tests lose that mode or "
+                        "keep it with a new exclusion.")
 TOP_K = _opt("--top", metavar="N", min=1, help="How many results.")
 DTYPE = _opt("--dtype", metavar="DTYPE", help="Only instances of this dtype (e.g. float16).")
 
@@ -324,6 +341,8 @@ CAPTURE_FILES = _arg("FILE...", "Capture files (JSON lines) written by pytest --
                      kind=PathKind.FILE_IN, noun="capture file")
 OP = _arg("OP", "aten::add (any overload), aten::add.Tensor (exact), or an OpInfo name (add).")
 ENABLE_OP = _arg("OP", "The op now supported: an OpInfo name (add) or an ATen op (aten::add).")
+ACCEPT_TESTS = _arg("[NAME]...", "Tests to accept, file::Class::test as the run's last lines name them (default: "
+                    "every change kept back).")
 TEST_NAME = _arg("NAME", "Device-generic test name, Class::test (or path::Class::test).")
 QUERY_TEXT = _arg("TEXT", "What the tests should be about.")
 RUN_DIR = _arg("RUN_DIR", "A run folder (<state-dir>/runs/<id>), a run's --out folder, or 'latest' (the newest "
@@ -362,6 +381,15 @@ Timeout = Annotated[float, TIMEOUT.make()]
 Retries = Annotated[int, RETRIES.make()]
 Execute = Annotated[bool, EXECUTE.make()]
 Resume = Annotated[bool, RESUME.make()]
+AcceptRegressions = Annotated[bool, ACCEPT_REGRESSIONS.make()]
+Wait = Annotated[float, WAIT.make()]
+KeepRuns = Annotated[int, KEEP_RUNS.make()]
+OutRuns = Annotated[Optional[Path], OUT_RUNS.make()]
+OutRunsReq = Annotated[Path, OUT_RUNS.make()]
+HistoryFile = Annotated[Optional[str], HISTORY_FILE.make()]
+HistoryTest = Annotated[Optional[str], HISTORY_TEST.make()]
+LastRuns = Annotated[Optional[int], LAST_RUNS.make()]
+AcceptTests = Annotated[Optional[list[str]], ACCEPT_TESTS.make()]
 DryRun = Annotated[bool, DRY_RUN.make()]
 Force = Annotated[bool, FORCE.make()]
 Quiet = Annotated[bool, QUIET.make()]
@@ -369,6 +397,7 @@ Embed = Annotated[bool, EMBED.make()]
 CaptureOps = Annotated[bool, CAPTURE_OPS.make()]
 Probe = Annotated[bool, PROBE.make()]
 CaptureBudget = Annotated[Optional[float], CAPTURE_BUDGET.make()]
+CaptureAll = Annotated[bool, CAPTURE_ALL.make()]
 Rebuild = Annotated[bool, REBUILD.make()]
 Collect = Annotated[bool, COLLECT.make()]
 Device = Annotated[Optional[str], DEVICE.make()]

@@ -78,6 +78,8 @@ class Summary:
     mandatory_lost: int  # named tests mandatory_success before and not after
     lost_tests: tuple[str, ...] = ()  # "path::Class::test" of each of them
     stale_reasons: int = 0  # tests whose mode changed under an unchanged reason
+    # mandatory_success on both sides, with an exclusion only the new side has (fewer instances must pass)
+    narrowed_tests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class ReviewReport:
     files: tuple[FileChange, ...]
     summary: Summary
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # (test as ``raw_path::Class::test``, cause): what changed between the two runs that wrote
+    # the sides (pipelines/nights/since.py), when NEW has a run record beside it; else empty.
+    causes: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @property
     def empty(self) -> bool:
@@ -300,9 +305,12 @@ def _summary(old: Side, new: Side, files: tuple[FileChange, ...]) -> Summary:
     lost = tuple(f"{f.raw_path}::{t.name}" for f in files for t in f.tests if t.lost_mandatory)
     kinds = Counter(t.kind for t in tests)
     before = counts(old)
+    narrowed = tuple(f"{f.raw_path}::{t.name}" for f in files for t in f.tests
+                     if t.old_effective == t.new_effective == "mandatory_success"
+                     and any(item.startswith("exclude ") for item in t.edits_added))
     return Summary(before, counts(new), dict(sorted(moves.items())), kinds["added"], kinds["removed"],
                    kinds["changed"], before["mandatory_success"], len(lost), lost,
-                   sum(1 for t in tests if t.stale_reason))
+                   sum(1 for t in tests if t.stale_reason), narrowed)
 
 
 def review(old: Side, new: Side) -> ReviewReport:
@@ -326,20 +334,36 @@ def review_paths(old: str, new: str, repo: Path | None = None) -> ReviewReport:
         return review(o, n)
 
 
+def changed_tests(report: ReviewReport) -> list[str]:
+    """Every changed test as ``raw_path::Class::test``, in the report's order."""
+    return [f"{f.raw_path}::{t.name}" for f in report.files for t in f.tests]
+
+
+def by_cause(report: ReviewReport) -> list[tuple[str, list[str]]]:
+    """The changed tests grouped by their cause, largest group first (empty without causes)."""
+    groups: dict[str, list[str]] = {}
+    for test, cause in report.causes:
+        groups.setdefault(cause, []).append(test)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def shrink_exceeds(report: ReviewReport, threshold: str) -> str | None:
     """``threshold`` is a count (``5``) or a percent (``10%``) of the named mandatory_success
-    tests before; returns the failure message when more than that were lost."""
+    tests before; returns the failure message when more than that shrank: lost the mode, or
+    kept it with a new exclusion (fewer of its instances must pass)."""
     text = threshold.strip()
     try:
         limit = float(text[:-1]) if text.endswith("%") else int(text)
     except ValueError as exc:
         raise BadInputError(f"threshold {threshold!r} is not a count (5) or a percent (10%)") from exc
     s = report.summary
+    shrank = s.mandatory_lost + len(s.narrowed_tests)
+    what = f"{s.mandatory_lost} lost the mode, {len(s.narrowed_tests)} gained an exclusion"
     if text.endswith("%"):
-        pct = 100.0 * s.mandatory_lost / s.mandatory_before if s.mandatory_before else 0.0
+        pct = 100.0 * shrank / s.mandatory_before if s.mandatory_before else 0.0
         if pct > limit:
-            return f"mandatory_success shrank by {s.mandatory_lost} of {s.mandatory_before} tests ({pct:.1f}% > {text})"
+            return f"mandatory_success shrank by {shrank} of {s.mandatory_before} tests ({what}; {pct:.1f}% > {text})"
         return None
-    if s.mandatory_lost > limit:
-        return f"mandatory_success shrank by {s.mandatory_lost} tests (> {text})"
+    if shrank > limit:
+        return f"mandatory_success shrank by {shrank} tests ({what}; > {text})"
     return None

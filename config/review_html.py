@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 import re
 
-from testcurator.config.review import ReviewReport, TestChange
+from testcurator.config.review import ReviewReport, TestChange, by_cause
 from testcurator.config.review_words import (ARROW, KIND_MARK, LOST, NO_REASON, STALE, arrow, change_item, edit_parts,
                                              file_kind, headline, transition, what)
 
@@ -147,6 +147,10 @@ def to_html(report: ReviewReport) -> str:
     out.append("</table>")
     if s.transitions:
         out.append("<h2>Transitions</h2><ul>" + "".join(f"<li>{_e(transition(k))}: {v}</li>" for k, v in s.transitions.items()) + "</ul>")
+    if report.causes:
+        out.append("<h2>By cause</h2><ul>" + "".join(f"<li>{_e(cause)} ({len(tests)}): "
+                                                     + ", ".join(f"<code>{_e(t)}</code>" for t in tests) + "</li>"
+                                                     for cause, tests in by_cause(report)) + "</ul>")
     if report.global_changes:
         out.append("<h2>Global</h2><ul>" + "".join(f"<li>{_e(change_item(c))}</li>" for c in report.global_changes) + "</ul>")
     out += [f'<p class="note">{STALE} {_e(n)}</p>' for n in report.notes]

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from testcurator.config.review import ReviewReport, TestChange
+from testcurator.config.review import ReviewReport, TestChange, by_cause
 from testcurator.config.review_html import to_html
 from testcurator.config.review_words import (ARROW, KIND_MARK, LEGEND, LOST, STALE, arrow, change_item, edit_parts,
                                              evidence, file_heading, file_kind, headline, lost_list, marks, reason,
@@ -64,6 +64,9 @@ def to_markdown(report: ReviewReport) -> str:
     out += [f"| {m} | {s.old_counts[m]} | {s.new_counts[m]} | {s.new_counts[m] - s.old_counts[m]:+d} |" for m in s.old_counts]
     if s.transitions:
         out += ["", "**Transitions**", ""] + [f"- {_md(transition(k))}: {v}" for k, v in s.transitions.items()]
+    if report.causes:
+        out += ["", "**By cause** (what changed between the runs that wrote the two sides)", ""]
+        out += [f"- {_md(cause)} ({len(tests)}): " + ", ".join(_code(t) for t in tests) for cause, tests in by_cause(report)]
     if report.global_changes:
         out += ["", "**Global**", ""] + [f"- {_md(change_item(c))}" for c in report.global_changes]
     out += [f"\n> {STALE} {_md(n)}" for n in report.notes]
@@ -100,6 +103,7 @@ def render_terminal(report: ReviewReport, console: Console) -> None:
         counts.add_row(m, str(s.old_counts[m]), str(s.new_counts[m]), f"{s.new_counts[m] - s.old_counts[m]:+d}")
     console.print(counts)
     for line in [*(f"transition {transition(k)}: {v}" for k, v in s.transitions.items()),
+                 *(f"cause {cause} ({len(tests)}): {', '.join(tests)}" for cause, tests in by_cause(report)),
                  *(change_item(c) for c in report.global_changes), *report.notes]:
         console.print(Wrapped(line))
     for f in report.files:

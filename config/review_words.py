@@ -90,7 +90,8 @@ def headline(report: ReviewReport) -> str:
     s = report.summary
     lost = f"{s.mandatory_lost} of {s.mandatory_before} mandatory_success test(s) lose that mode"
     stale = f"; {s.stale_reasons} mode change(s) under an unchanged reason" if s.stale_reasons else ""
-    return (f"{lost}{stale}; {s.added} added, {s.removed} removed, {s.changed} changed test(s) "
+    narrowed = f", {len(s.narrowed_tests)} keep it with a new exclusion" if s.narrowed_tests else ""
+    return (f"{lost}{narrowed}{stale}; {s.added} added, {s.removed} removed, {s.changed} changed test(s) "
             f"in {len(report.files)} file(s)")
 
 

@@ -196,3 +196,23 @@ def verdict_lines(report: Mapping[str, Any]) -> list[str]:
     else:
         lines.append(f"the standing configs held tonight ({judge.get('tests', 0)} test(s) ran)")
     return lines
+
+
+# --- a config diff grouped by cause (testcurator review) ----------------------------------------
+def causes_for(report: Mapping[str, Any], tests: Sequence[str]) -> dict[str, str]:
+    """The cause of each changed test (``${TORCH_ROOT}/file::Class::test``), from the report of
+    the run that wrote the new side (its ``since`` section); empty without one."""
+    data = report.get("since") or {}
+    if not data.get("previous"):
+        return {}
+    known: dict[str, str] = {}
+    for key, label in (("regressions", "regression"), ("upstream_failures", "after an upstream change"),
+                       ("flaky_failures", "flaky")):
+        known.update({f["test"]: f"{label}: {f['cause']}" for f in data.get(key) or []})
+    known.update({f["test"]: f"fix: {f['cause']}" for f in data.get("fixes") or [] if f["test"] not in known})
+    for key in ("new", "changed", "removed"):
+        known.update({t: "test source changed" for t in data.get(key) or [] if t not in known})
+    known.update({f["test"]: "flaky: nothing changed" for f in data.get("flaky") or [] if f["test"] not in known})
+    ident = data.get("identity") or {}
+    rest = "; ".join(f"{name} changed" for name in ident) if ident else "nothing changed"
+    return {t: known.get(_rel(t), rest) for t in tests}

@@ -105,3 +105,41 @@ def test_rerun_is_byte_identical(repo: Path, tmp_path: Path) -> None:
         assert main(["review", "HEAD~1:configs", "HEAD:configs", "--repo", str(repo), "--format", "html", "--out", str(out)]) == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+NARROWED = """test_suite_config:
+  files:
+    - path: ${TORCH_ROOT}/test/test_a.py
+      tests:
+        # Green on the backend.
+        - names: [TestA::test_one]
+          mode: mandatory_success
+          edits: {dtypes: {exclude: [{name: float16}]}}
+        # Green on the backend.
+        - names: [TestA::test_two]
+          mode: mandatory_success
+"""
+
+
+def test_the_gate_counts_a_new_exclusion_and_changes_are_grouped_by_cause(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    old, out = tmp_path / "old", tmp_path / "out"
+    (old).mkdir()
+    (out / "configs").mkdir(parents=True)
+    (old / "a.yaml").write_text(NARROWED.replace("\n          edits: {dtypes: {exclude: [{name: float16}]}}", ""))
+    (out / "configs" / "a.yaml").write_text(NARROWED)
+    # A run's report beside the new configs says what changed since the run before.
+    (out / "report.json").write_text(json.dumps({"since": {
+        "previous": {"run_id": "nightly-1"}, "identity": {"backend": ["b1", "b2"]},
+        "regressions": [{"test": "test/test_a.py::TestA::test_one", "cause": "backend changed (b1 -> b2)"}]}}))
+    code = main(["review", str(old), str(out / "configs"), "--format", "markdown", "--fail-if-mandatory-shrinks-by", "0"])
+    captured = capsys.readouterr()
+    assert code == 1 and "1 lost the mode" not in captured.err and "0 lost the mode, 1 gained an exclusion" in captured.err
+    assert "0 of 2 mandatory_success test(s) lose that mode, 1 keep it with a new exclusion" in captured.out
+    assert ("- regression: backend changed (b1 -> b2) (1): `${TORCH_ROOT}/test/test_a.py::TestA::test_one`"
+            in captured.out)
+    assert main(["review", str(old), str(out / "configs"), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["causes"] == [["${TORCH_ROOT}/test/test_a.py::TestA::test_one", "regression: backend changed (b1 -> b2)"]]
