@@ -101,11 +101,12 @@ def removing_if_created(folder: Path) -> Iterator[None]:
 
 
 def _remove_empty(path: Path) -> None:
-    from testcurator.lock import OUT_LOCK
+    from testcurator.lock import OUT_LOCK, STATE_LOCK
 
-    lock = path / OUT_LOCK
-    if lock.is_file() and lock.stat().st_size == 0:  # the run's released lock: nothing it wrote
-        lock.unlink()
+    for name in (OUT_LOCK, STATE_LOCK):
+        lock = path / name
+        if lock.is_file() and lock.stat().st_size == 0:  # the run's released lock: nothing it wrote
+            lock.unlink()
     try:
         path.rmdir()
     except OSError as exc:

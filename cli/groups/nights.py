@@ -43,8 +43,9 @@ def accept_cmd(out: OutRunsReq, tests: AcceptTests = None, state_dir: StateDir =
     from testcurator.pipelines.nights.accept import accept, run_of
 
     state = resolve_state_dir(state_dir)
+    run_dir = run_of(state, out)  # bad input before anything is written (the lock files)
     with hold(run_locks(state, out), invocation(), wait_s=wait, say=typer.echo):
-        result = accept(run_of(state, out), tests or ())
+        result = accept(run_dir, tests or ())
     for path in result.written:
         typer.echo(f"wrote {out / 'configs' / path}")
     for name in result.kept_human:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
-from testcurator.cli.options import (AcceptRegressions, BackendReq, Brain, CaptureBudget, CaptureOps, Embed, Execute,
+from testcurator.cli.options import (AcceptRegressions, BackendReq, Brain, CaptureAll, CaptureBudget, CaptureOps, Embed, Execute,
                                      ExecutorName, KeepRuns, LlmBaseUrl, LlmBudget, LlmModel, OutDirReq, Probe, Resume,
                                      Retries, Shards, StateDir, Timeout, TorchRootReq, Wait, Workers)
 from testcurator.memory.paths import resolve_state_dir
@@ -30,6 +30,7 @@ def run_cmd(
     embed: Embed = True,
     capture_ops: CaptureOps = True,
     capture_budget_s: CaptureBudget = None,
+    capture_all: CaptureAll = False,
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
@@ -58,12 +59,14 @@ def run_cmd(
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     settings = dict(brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s,
                     execute=execute, resume=resume, workers=workers or 1, timeout=timeout, retries=retries, embed=embed,
-                    capture_ops=capture_ops, probe=probe, capture_budget_s=capture_budget_s, executor=executor,
+                    capture_ops=capture_ops, probe=probe, capture_budget_s=capture_budget_s, capture_all=capture_all,
+                    executor=executor,
                     shards=shards, accept_regressions=accept_regressions, history_keep=keep_runs,
                     say=lambda message: console.print(message, markup=False))
     # An --out folder this run made is removed again when it stops before writing in it (bad
     # input found late, nothing to resume, an interrupt, another run holding the lock).
-    with removing_if_created(out), hold(run_locks(state, out), invocation(), wait_s=wait, say=settings["say"]):
+    with removing_if_created(out), removing_if_created(state), \
+            hold(run_locks(state, out), invocation(), wait_s=wait, say=settings["say"]):
         if resume:
             from testcurator.pipelines.nightly.run import resumable
 
