@@ -90,6 +90,7 @@ class RunContext:
             raise MissingPathError(torch_root, "torch root")
         profile, paths = load_profile(backend)
         _check_backend(profile, backend, torch_root)
+        _check_harness(torch_root, state_dir)
         return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
                    state_dir=state_dir.resolve(), profile=profile,
                    brain=_brain(brain, state_dir, llm_base_url, llm_model, llm_budget_s, settings.get("say")),
@@ -131,6 +132,15 @@ def _check_backend(profile: BackendProfile, path: Path, torch_root: Path) -> Non
 
     env = {**os.environ, **profile.test_env(path.resolve())}
     check_backend(profile.backend_module, env=env, cwd=torch_root.resolve(), where=f"{path}: backend_module")
+
+
+def _check_harness(torch_root: Path, state_dir: Path) -> None:
+    """pytest starts in the tree under its own pytest.ini and conftest.py: else bad input now,
+    named by file and line, not an internal error from the first collection."""
+    from testcurator.runner.command import reference_env
+    from testcurator.runner.preflight import check_harness
+
+    check_harness(torch_root, env=reference_env(), log=state_dir.resolve() / "preflight" / "harness.log")
 
 
 def _backend_context(profile: BackendProfile, sources: list[Path]) -> BackendContext:

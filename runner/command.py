@@ -123,11 +123,12 @@ def reference_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path) -> int:
+def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path,
+               timeout_s: float | None = None) -> int:
     """Run ``argv`` with its output in ``log``; the exit code (test failures are data)."""
     with log.open("w", encoding="utf-8") as out:
         return subprocess.run(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
-                              check=False).returncode
+                              check=False, timeout=timeout_s).returncode
 
 
 def build_env(spec: RunSpec) -> dict[str, str]:

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from testcurator.runner.eventlog import EventFold
+from testcurator.runner.pytest_fault import pytest_fault
 from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import INFRASTRUCTURE
 
@@ -36,10 +37,16 @@ def is_infrastructure(record: TestRecord) -> bool:
 
 
 def pytest_message(log: Path) -> str:
-    """What pytest said about its fault: its ``ERROR:``/``INTERNALERROR>`` lines, else the log's tail."""
+    """What pytest said about its fault: the ``file:line: message`` that broke it (a conftest, an
+    ini, a hook: runner/pytest_fault.py) instead of its tens of ``INTERNALERROR>`` lines, else its
+    ``ERROR:`` lines, else the log's tail."""
     if not log.is_file():
         return f"(no log at {log})"
-    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[1:]  # line 1 is our argv
+    text = log.read_text(encoding="utf-8", errors="replace")
+    problem = pytest_fault(text)
+    if problem is not None:
+        return f"{problem}\n(pytest's whole output: {log})"
+    lines = text.splitlines()[1:]  # line 1 is our argv
     own = [line for line in lines if line.startswith(("ERROR:", "INTERNALERROR>", "E   ", "!!!", "Interrupted"))
            or "error:" in line]
     return "\n".join((own or lines)[-_MESSAGE_LINES:]) or "(pytest printed nothing)"

@@ -116,3 +116,16 @@ def test_the_last_lines_name_what_failed() -> None:
     assert lines[0].startswith("NOT HELD: 1 mandatory failure")
     assert "t.py::T::test_x: failed [unsupported_op] why" in lines[1]
     assert "did NOT hold" in lines[-1] and "out/results.jsonl" in lines[-1]
+
+
+def test_an_internal_error_is_told_by_the_line_that_raised_not_by_pytests_traceback(tmp_path: Path) -> None:
+    # A tree's conftest hook that breaks (PyTorch's shard helper from another commit did): the
+    # record says where and what in one line, and where pytest's whole output is.
+    hook = "import os\n\n\ndef pytest_collection_finish(session):\n    session.config.getoption('print_items')\n"
+    records = _execute(tmp_path, _tree(tmp_path, {"conftest.py": hook}))
+    infra = [r for r in records if r.failure_class == INFRASTRUCTURE]
+    assert len(infra) == 1
+    text = (infra[0].failure_text or "").splitlines()
+    assert len(text) == 2 and "INTERNALERROR" not in "\n".join(text)
+    assert text[0].endswith("conftest.py:5: ValueError: no option named 'print_items' (in pytest_collection_finish)")
+    assert text[1].startswith("(pytest's whole output: ") and "INTERNALERROR" in Path(text[1][24:-1]).read_text()
