@@ -214,7 +214,7 @@ CAPTURE_OPS = _opt("--capture-ops/--no-capture-ops", help="Run the tests once on
 CAPTURE_BUDGET = _opt("--capture-budget-s", metavar="SECONDS", min=0,
                      help="The most the CPU op capture may cost, in estimated CPU seconds (from earlier captures' "
                           "timings): over it, fewer kinds of each test are captured, said in the report (default: "
-                          "1800; no limit with --capture-all).")
+                          "300; no limit with --capture-all).")
 CAPTURE_ALL = _opt("--capture-all", help="Capture every CPU instance the device instantiates, also those the backend "
                    "profile rules out (a dtype outside supported_dtypes, complex or quantized without the hook), and "
                    "with no default budget.")

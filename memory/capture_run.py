@@ -3,7 +3,7 @@
 1. The device's own collection (``--collect-only`` with the backend, as the draft will
    collect) says which tests the device instantiates; the CPU collection (the static map)
    lists every CPU instance. :func:`~testcurator.memory.capture_select.select` keeps one
-   instance per kind that can matter, within the budget.
+   instance per kind that can matter (nothing the backend profile rules out), within the budget.
 2. Per file, the capture is cached by the file's content, the kept instances, the torch
    version and the capture format: a warm run captures only the files that changed (or
    whose selection did), and reuses the others' records.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
-from testcurator.memory.capture_select import Selection, project, select
+from testcurator.memory.capture_select import RuleOut, Selection, project, select
 from testcurator.memory.capture_shards import run_capture
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.shards.durations import DurationStore
@@ -35,6 +35,13 @@ CAPTURE_FORMAT = "oprecord/5"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13
+# The capture's budget when none is given (`run` without --capture-budget-s or --capture-all),
+# in estimated CPU seconds: about 2,300 instances at the cold estimate. Measured (2 cores, 1
+# shard, load 6): the 1,314 instances kept of test_testing (estimated 171 s) took 690 s of
+# wall, 0.53 s each; the bench's cost distribution (bench/gen_tree.py, mean 0.127 s) runs
+# near the estimate. So the capture of a cold 1,000-file tree stays within about a third of
+# bench/scale.py's 20 minutes on an idle machine, and a tree that needs less is not cut.
+DEFAULT_CAPTURE_BUDGET_S = 300.0
 CACHE_DIR = "capture/files"
 
 
@@ -56,13 +63,15 @@ class CapturePlan:
     workers: int = 1
     warm: WarmPytest | None = None
     budget_s: float | None = None
+    rule_out: RuleOut | None = None  # what the profile rules out (None: capture all the device instantiates)
 
 
 def capture_kept(torch_root: Path, files: Sequence[str], cpu: Sequence[OpRecord],
                  on_device: Callable[[str, str], bool] | None, *, state_dir: Path, work: Path, plan: CapturePlan,
                  say: Callable[[str], None]) -> tuple[list[OpRecord], dict[str, Any]]:
     """The captured and projected records for ``files``, and the capture's figures."""
-    selection = select(cpu, on_device, cost=_estimator(state_dir, plan), budget_s=plan.budget_s)
+    selection = select(cpu, on_device, cost=_estimator(state_dir, plan), budget_s=plan.budget_s,
+                       rule_out=plan.rule_out)
     per_file = _by_file(selection)
     caches = {rel: _cache_path(state_dir, torch_root, rel, per_file.get(rel, ())) for rel in files}
     todo = [rel for rel in files if per_file.get(rel) and not caches[rel].exists()]
@@ -73,7 +82,8 @@ def capture_kept(torch_root: Path, files: Sequence[str], cpu: Sequence[OpRecord]
     figures = {"instances": len([r for r in cpu if r.source == "static"]), "kept": len(selection.keep),
                "left_out": dict(selection.left_out), "projected": len(projected), "files_captured": len(todo),
                "files_reused": len([rel for rel in files if per_file.get(rel)]) - len(todo),
-               "estimate_s": selection.estimate_s, "budget_s": plan.budget_s}
+               "estimate_s": selection.estimate_s, "budget_s": plan.budget_s,
+               "rule_out": plan.rule_out.describe() if plan.rule_out is not None else None}
     return captured + projected, figures
 
 
@@ -155,6 +165,9 @@ def report_lines(figures: Mapping[str, Any]) -> list[str]:
              f"(estimated {figures['estimate_s']} CPU s"
              + (f", budget {figures['budget_s']:.0f} s" if figures.get("budget_s") is not None else "") + ")"]
     lines += [f"- left out, {reason}: {n}" for reason, n in (figures.get("left_out") or {}).items()]
+    if figures.get("rule_out"):
+        lines.append(f"- the profile rules out what it does not declare ({figures['rule_out']}): the config skips "
+                     "those instances whatever they do on CPU (`--capture-all` captures them too)")
     lines.append(f"- projected records (a captured kind's ops at another dtype, no CPU outcome): {figures['projected']}")
     lines.append(f"- files captured now: {figures['files_captured']}; reused from an earlier capture "
                  f"(same file, selection and torch): {figures['files_reused']}")

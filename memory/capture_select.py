@@ -18,7 +18,14 @@ that buys nothing for the device:
    get its record with the dtypes rewritten (:func:`project`): the probe then replays each
    projected call at its own dtype on the device, so dtype support is still decided per op.
    A projection has no CPU outcome: only captured instances say how a test ends on CPU.
-4. **Over the budget.** With ``budget_s``, kinds are kept round-robin over the tests (every
+4. **Ruled out by the profile.** An instance with a dtype the backend profile does not
+   declare (``supported_dtypes``), or a complex or quantized dtype without the profile's
+   ``complex``/``quantized`` hook, is skipped by the config whatever it does on CPU
+   (config/apply.py; agents/offline/bucket.py decides such a test from the profile): a kind
+   is captured through an instance the profile allows, and a kind with none is not captured
+   (:class:`RuleOut`; ``testcurator run --capture-all`` lifts it). Its instances keep their
+   static records, so the test is still decided, for the profile's reason.
+5. **Over the budget.** With ``budget_s``, kinds are kept round-robin over the tests (every
    test's first kind, then every test's second...) while their estimated cost fits; within a
    round the files take turns (each file's first test, then each file's second...), so a
    budget too small for one kind per test still spreads over every file instead of filling
@@ -50,6 +57,10 @@ NOT_ON_DEVICE = "not instantiated on the device"
 SKIPPED_UPSTREAM = "skipped at collection upstream"
 SAME_KIND = "another dtype of a captured kind (projected)"
 OVER_BUDGET = "over the capture budget"
+RULED_OUT = "ruled out by the profile"
+# Dtypes that need a hook of their own beyond supported_dtypes (agents/offline/rules.py has the same sets).
+HOOKED_DTYPES = {"complex": frozenset({"complex32", "complex64", "complex128", "chalf", "cfloat", "cdouble"}),
+                 "quantized": frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})}
 # file, generic, op, module, instance name without its dtype, the dtype's family
 Kind = tuple[str, str, str, str, str, str]
 
@@ -79,6 +90,31 @@ def kind_of(rec: OpRecord) -> Kind:
     return (key.file, rec.generic, rec.op or "", rec.module or "", name, families)
 
 
+@dataclass(frozen=True)
+class RuleOut:
+    """What the backend profile already rules out, so the capture need not run it: instances
+    with a dtype outside ``dtypes`` (the declared ``supported_dtypes``; None: not declared,
+    nothing ruled out), or a complex/quantized dtype when ``hooks`` (declared) lacks that hook."""
+
+    dtypes: frozenset[str] | None = None
+    hooks: frozenset[str] | None = None
+
+    def reason(self, rec: OpRecord) -> str | None:
+        """Why the profile rules ``rec`` out (a line of the report), or None."""
+        for dtype in split_dtypes(rec.dtype):
+            if self.dtypes is not None and dtype not in self.dtypes:
+                return f"{RULED_OUT}: dtype {dtype} is not in supported_dtypes"
+            for hook, dtypes in HOOKED_DTYPES.items():
+                if self.hooks is not None and dtype in dtypes and hook not in self.hooks:
+                    return f"{RULED_OUT}: dtype {dtype} needs the {hook} hook"
+        return None
+
+    def describe(self) -> str:
+        parts = [f"supported_dtypes {', '.join(sorted(self.dtypes))}" if self.dtypes is not None else "",
+                 f"hooks {', '.join(sorted(self.hooks))}" if self.hooks is not None else ""]
+        return "; ".join(p for p in parts if p) or "nothing declared"
+
+
 def _rank(rec: OpRecord) -> tuple[int, str]:
     first = (split_dtypes(rec.dtype) or ("",))[0]
     return (PREFERRED.index(first) if first in PREFERRED else len(PREFERRED), rec.nodeid)
@@ -100,12 +136,14 @@ class Selection:
 
 
 def select(cpu: Iterable[OpRecord], on_device: Callable[[str, str], bool] | None, *,
-           cost: Callable[[OpRecord], float], budget_s: float | None = None) -> Selection:
+           cost: Callable[[OpRecord], float], budget_s: float | None = None,
+           rule_out: RuleOut | None = None) -> Selection:
     """What to capture of the CPU collection ``cpu`` (static records).
 
     ``on_device(file, generic)``: whether the device instantiates that test (None: unknown,
     every test counts). ``cost``: an instance's estimated CPU seconds; ``budget_s``: the most
-    the kept instances may cost together (None: no limit)."""
+    the kept instances may cost together (None: no limit); ``rule_out``: what the profile
+    rules out (None: nothing)."""
     left: Counter[str] = Counter()
     kinds: dict[Kind, list[OpRecord]] = {}
     for rec in cpu:
@@ -117,10 +155,12 @@ def select(cpu: Iterable[OpRecord], on_device: Callable[[str, str], bool] | None
             left[SKIPPED_UPSTREAM] += 1
         else:
             kinds.setdefault(kind_of(rec), []).append(rec)
-    reps = {kind: min(members, key=_rank) for kind, members in kinds.items()}
+    reps = _representatives(kinds, rule_out, left)
     kept, spent = _within_budget(reps, cost, budget_s)
     source_of: dict[str, str] = {}
     for kind, members in kinds.items():
+        if kind not in reps:
+            continue  # ruled out, counted per reason
         if kind not in kept:
             left[OVER_BUDGET] += len(members)
             continue
@@ -130,6 +170,21 @@ def select(cpu: Iterable[OpRecord], on_device: Callable[[str, str], bool] | None
                 left[SAME_KIND] += 1
     keep = tuple(sorted((reps[k] for k in kept), key=lambda r: r.nodeid))
     return Selection(keep, source_of, dict(sorted(left.items())), round(spent, 1))
+
+
+def _representatives(kinds: Mapping[Kind, list[OpRecord]], rule_out: RuleOut | None,
+                     left: Counter[str]) -> dict[Kind, OpRecord]:
+    """Each kind's instance to capture: the preferred one the profile allows. A kind whose
+    every instance is ruled out has none; its instances are counted under their reasons."""
+    reps: dict[Kind, OpRecord] = {}
+    for kind, members in kinds.items():
+        why = [rule_out.reason(r) if rule_out is not None else None for r in members]
+        allowed = [r for r, reason in zip(members, why) if reason is None]
+        if allowed:
+            reps[kind] = min(allowed, key=_rank)
+        else:
+            left.update(reason for reason in why if reason is not None)
+    return reps
 
 
 def _within_budget(reps: Mapping[Kind, OpRecord], cost: Callable[[OpRecord], float],

@@ -41,6 +41,7 @@ from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
 from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.capture_run import CAPTURE_FORMAT, CapturePlan, DeviceTarget, capture_kept, summary
+from testcurator.memory.capture_select import RuleOut
 from testcurator.memory.capture_shards import run_capture
 from testcurator.memory.evidence import gather, write_evidence
 from testcurator.memory.opmap import OpMap
@@ -172,7 +173,7 @@ def _captured_map(torch_root: Path, files: Sequence[str], state_dir: Path, work:
     elif device is not None and cpu:
         say("warning: the device's collection found no test at all, so the capture selects from CPU alone; "
             f"see {device.with_suffix('.log')}")
-    plan = CapturePlan(run.executor, run.shards, run.workers, run.warm, run.budget_s)
+    plan = CapturePlan(run.executor, run.shards, run.workers, run.warm, run.budget_s, run.rule_out)
     records, figures = capture_kept(torch_root, files, cpu, on_device, state_dir=state_dir, work=work, plan=plan,
                                     say=say)
     say(summary(figures))
@@ -203,6 +204,7 @@ class CaptureRun:
     warm: WarmPytest | None = None
     device: DeviceTarget | None = None  # a full capture keeps what the device instantiates
     budget_s: float | None = None  # the most the capture may cost (estimated CPU seconds)
+    rule_out: RuleOut | None = None  # what the backend profile rules out (None: capture it all)
 
 
 def run_memory_stage(torch_root: Path, files: Sequence[str], *, state_dir: Path, work: Path, embed: bool,

@@ -19,6 +19,9 @@ from testcurator.agents.registry import make_brain
 from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError, MissingPathError
+from testcurator.agents.offline.rules import effective_hooks, parse_preferences
+from testcurator.memory.capture_run import DEFAULT_CAPTURE_BUDGET_S
+from testcurator.memory.capture_select import RuleOut
 from testcurator.memory.stage import delta_files
 from testcurator.runner.warm import WarmPytest
 from testcurator.vocab import TestKey
@@ -51,6 +54,9 @@ class RunContext:
     capture_budget_s: float | None = _field(
         "The most the CPU op capture may cost, in estimated CPU seconds (memory/capture_select.py samples "
         "further when what can matter would cost more); None: no limit.", default=None)
+    capture_all: bool = _field(
+        "Capture every CPU instance the device instantiates, also those the profile rules out (a dtype outside "
+        "supported_dtypes, complex or quantized without its hook), and with no default budget.", default=False)
     probe: bool = _field("Replay the captured calls on the device before bucketing (pipelines/probe.py).",
                          default=True)
     embed: bool = _field("Per-test embeddings (similar tests as evidence).", default=True)
@@ -90,6 +96,8 @@ class RunContext:
             raise MissingPathError(torch_root, "torch root")
         profile, paths = load_profile(backend)
         _check_backend(profile, backend, torch_root)
+        if settings.get("capture_budget_s") is None and not settings.get("capture_all"):
+            settings["capture_budget_s"] = DEFAULT_CAPTURE_BUDGET_S
         _check_harness(torch_root, state_dir)
         return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
                    state_dir=state_dir.resolve(), profile=profile,
@@ -115,6 +123,15 @@ class RunContext:
     @property
     def device(self) -> str:
         return self.profile.device.torch_name
+
+    def capture_rule_out(self) -> RuleOut | None:
+        """What the CPU op capture need not run: what the profile's dtypes and hooks (with the
+        preferences' hook wishes, as the bucket rules read them) rule out; None with capture_all."""
+        if self.capture_all:
+            return None
+        declared = self.profile.supported_dtypes
+        return RuleOut(None if declared is None else frozenset(d.name for d in declared),
+                       effective_hooks(self.backend, parse_preferences(self.profile.preferences)))
 
     def backend_env(self) -> dict[str, str]:
         """Environment for test processes: the profile's python_path and env."""

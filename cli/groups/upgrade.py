@@ -7,7 +7,7 @@ from rich.console import Console
 
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
-from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
+from testcurator.cli.options import (Backend, BackendReq, Brain, CaptureAll, CaptureOps, ConfigReq, DryRun, Embed, EnableOpArg,
                                      Execute, ExecutorName, LlmBaseUrl, LlmBudget, LlmModel, NewRoot, OldRoot, OutDirReq, Probe,
                                      Retries, Shards, StateDir, Timeout, TorchRoot, Workers)
 from testcurator.memory.paths import resolve_state_dir
@@ -27,6 +27,7 @@ def upgrade_cmd(
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
+    capture_all: CaptureAll = False,
     probe: Probe = True,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
@@ -50,7 +51,7 @@ def upgrade_cmd(
     run = RunContext.create(torch_root=new_root, backend=backend, out_dir=out, state_dir=resolve_state_dir(state_dir),
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s, execute=execute,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
-                            executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
+                            capture_all=capture_all, executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
     with removing_if_created(out):  # a folder it made goes again when the upgrade stops before writing in it
         data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
     if (out / "report.json").is_file():

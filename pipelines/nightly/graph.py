@@ -92,7 +92,7 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     device = (stage.DeviceTarget(ctx.device, ctx.profile.backend_module, tuple(sorted(ctx.backend_env().items())))
               if ctx.profile.backend_module else None)
     capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm, device=device,
-                                budget_s=ctx.capture_budget_s)
+                                budget_s=ctx.capture_budget_s, rule_out=ctx.capture_rule_out())
                if ctx.capture_ops else None)
     # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}

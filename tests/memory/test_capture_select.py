@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, SAME_KIND, SKIPPED_UPSTREAM, family,
-                                               kind_of, project, select)
+from testcurator.memory.capture_run import report_lines
+from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, RULED_OUT, SAME_KIND, SKIPPED_UPSTREAM,
+                                               RuleOut, family, kind_of, project, select)
 from testcurator.plugin.oprecord import OpRecord
 
 F = "test/test_ops.py"
@@ -54,6 +55,38 @@ def test_without_a_device_collection_every_test_counts() -> None:
     sel = select(RECORDS, None, cost=lambda rec: 1.0)
     assert NOT_ON_DEVICE not in sel.left_out
     assert any(r.generic == "TestOps::test_cuda_only" for r in sel.keep)
+
+
+GRADIENTS = [  # a gradient test: float64 and complex128 only, each a family of its own
+    static("test_grad_add_cpu_float64", "TestOps::test_grad", "float64", "add"),
+    static("test_grad_add_cpu_complex128", "TestOps::test_grad", "complex128", "add"),
+    # int16 is the preferred integer, but the profile has int64 only
+    static("test_out_add_cpu_int16", "TestOps::test_out", "int16", "add"),
+    static("test_out_add_cpu_int64", "TestOps::test_out", "int64", "add"),
+]
+
+
+def test_the_capture_runs_nothing_the_profile_rules_out_and_says_why() -> None:
+    sel = select(GRADIENTS, None, cost=lambda rec: 1.0, rule_out=RuleOut(frozenset({"float32", "int64"}), None))
+    assert [r.nodeid.rpartition("::")[2] for r in sel.keep] == ["test_out_add_cpu_int64"]
+    # a ruled-out instance of a captured kind is still projected; a kind with no allowed instance is not captured
+    assert sel.source_of == {f"{F}::TestOpsCPU::test_out_add_cpu_int16": f"{F}::TestOpsCPU::test_out_add_cpu_int64"}
+    float64, complex128 = (f"{RULED_OUT}: dtype {d} is not in supported_dtypes" for d in ("float64", "complex128"))
+    assert sel.left_out == {float64: 1, complex128: 1, SAME_KIND: 1}
+    lines = "\n".join(report_lines({"kept": 1, "instances": 4, "estimate_s": 1.0, "left_out": sel.left_out,
+                                     "projected": 1, "files_captured": 1, "files_reused": 0,
+                                     "rule_out": "supported_dtypes float32, int64"}))
+    assert f"- left out, {float64}: 1" in lines and "supported_dtypes float32, int64" in lines
+
+
+@pytest.mark.parametrize(("rule", "reason"), [
+    (RuleOut(frozenset({"float64"}), frozenset({"eager_ops"})), "dtype complex128 is not in supported_dtypes"),
+    (RuleOut(None, frozenset({"eager_ops"})), "dtype complex128 needs the complex hook"),
+    (RuleOut(None, frozenset({"eager_ops", "complex"})), None),
+    (RuleOut(None, None), None),  # nothing declared: nothing ruled out
+])
+def test_what_the_profile_rules_out(rule: RuleOut, reason: str | None) -> None:
+    assert rule.reason(GRADIENTS[1]) == (f"{RULED_OUT}: {reason}" if reason else None)
 
 
 def test_a_budget_keeps_every_tests_first_kind_before_any_second() -> None:
