@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.agents.brain import ExecutionRecord
+from testcurator.agents.offline.rules import steady
 from testcurator.agents.refine import group_records
 from testcurator.config.apply import OWN_SKIP
 from testcurator.names import every
@@ -95,7 +96,7 @@ def _contradiction(prediction: Prediction, reason: str, variants: Sequence[Execu
 
 
 def _spaced(text: str) -> str:
-    return " ".join(text.split())
+    return steady(text)
 
 
 _SIGNAL = re.compile(r"\bSIG[A-Z]{2,6}\b")

@@ -158,11 +158,21 @@ def effective_hooks(backend: BackendContext, wishes: Sequence[Wish]) -> frozense
 
 # --- records ----------------------------------------------------------------------------
 
+# Values that differ from one process to the next (memory addresses, as data_ptr() prints them
+# in decimal or hex): quoted as they were, a reason would change every night with nothing changed.
+_VOLATILE = re.compile(r"\b0x[0-9a-fA-F]{8,}\b|\b\d{12,}\b")
+
+
+def steady(text: str) -> str:
+    """``text`` single-spaced, with memory addresses as ``<address>``: what a reason quotes,
+    and what the reason check compares a quote with (pipelines/reason_check.py)."""
+    return _VOLATILE.sub("<address>", " ".join(text.split()))
+
+
 def quote(text: str, limit: int = MAX_QUOTE) -> str:
     """One line of evidence, single-spaced and cut, in backquotes (messages hold both
     kinds of quotes: ``"aten::add.out" not implemented for 'Double'``)."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    line = " ".join(line.split())
+    line = steady(next((ln.strip() for ln in text.splitlines() if ln.strip()), ""))
     return f"`{line if len(line) <= limit else line[: limit - 3] + '...'}`"
 
 
