@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_tree import generate, touch_tests
 from testcurator.agents.offline.brain import OfflineBrain
 from testcurator.pipelines.context import RunContext
-from testcurator.pipelines.report import ordered_timings
+from testcurator.pipelines.report_md import ordered_timings
 from testcurator.pipelines.nightly.run import run_nightly
 from testcurator.pipelines.upgrade.workflow import UpgradeOptions, run_upgrade
 from testcurator.runner.warm import WarmPytest

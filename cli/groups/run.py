@@ -95,7 +95,8 @@ def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
     import json
 
     from testcurator.pipelines.nights.since import verdict_lines
-    from testcurator.pipelines.report import finish_report, regressed
+    from testcurator.pipelines.report import finish_report
+    from testcurator.pipelines.report_md import regressed
 
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     report = out / "report.json"

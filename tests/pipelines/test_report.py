@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.pipelines.report import (_markdown, finish_report, held_back, instance_reasons, ordered_timings,
-                                          outcome_reason, upstream_revision)
+from testcurator.pipelines.nights.identity import upstream_revision
+from testcurator.pipelines.report import finish_report, held_back, instance_reasons, outcome_reason
+from testcurator.pipelines.report_md import markdown, ordered_timings
 from testcurator.runner.results.records import TestRecord
 
 
@@ -111,7 +112,7 @@ def test_finish_records_command_and_exit_code(tmp_path: Path, failures: list[str
 
 
 def test_markdown_links_configs_and_orders_stages() -> None:
-    md = _markdown(_data(None))
+    md = markdown(_data(None))
     assert "| test/test_a.py | [configs/test/test_a.yaml](configs/test/test_a.yaml) | 2 | 0 | 0 | 2 |" in md
     assert "- **2**: needs aten::foo\n  e.g. `test/test_a.py::TestA::t1`, `test/test_a.py::TestA::t2`\n" in md
     # prose wraps at spaces; no line of the report is over 200 characters, and no usage line when nothing was used
@@ -133,7 +134,7 @@ def test_failures_and_unexpected_passes_are_listed_under_their_own_headings() ->
     """The mandatory failures were once listed under "unexpected passes (xfail)"."""
     verify = {"outcomes": {"error": 1, "xpassed": 1}, "mandatory_failures": ["test/test_b.py"],
               "unexpected_passes": ["test/test_a.py::TestA::t1_cpu"]}
-    lines = _markdown(_data(verify)).splitlines()
+    lines = markdown(_data(verify)).splitlines()
     failures = lines.index("- mandatory_success failures (and strict unexpected passes): 1")
     passes = lines.index("- unexpected passes (xfail): 1")
     assert lines[failures + 1] == "  - `test/test_b.py`"
@@ -142,7 +143,7 @@ def test_failures_and_unexpected_passes_are_listed_under_their_own_headings() ->
 
 def test_files_that_do_not_import_are_listed() -> None:
     data = {**_data(None), "memory": {"import_errors": {"test/test_old.py": "ImportError: cannot import name 'gone'"}}}
-    md = _markdown(data)
+    md = markdown(data)
     assert "## Files that do not import (1): skipped as a whole, needs review" in md
     assert "- `test/test_old.py`: ImportError: cannot import name 'gone'" in md
 
@@ -152,7 +153,7 @@ def test_a_whole_file_under_review_is_counted_and_named_as_a_file() -> None:
     review: 0" above a file "skipped as a whole, needs review")."""
     item = {"file": "test/test_old.py", "test": None, "mode": "skip", "missing": [],
             "reason": "the whole file is skipped: it does not import (ImportError: cannot import name 'gone')"}
-    md = _markdown({**_data(None), "needs_review": [item]})
+    md = markdown({**_data(None), "needs_review": [item]})
     assert "- needs review: 1;" in md
     assert "- `test/test_old.py` (skip): the whole file is skipped: it does not import" in md
 
@@ -162,10 +163,10 @@ def test_the_capture_section_says_what_ran_and_what_was_left_out_and_why() -> No
                "estimate_s": 22.8, "budget_s": None,
                "left_out": {"another dtype of a captured kind (projected)": 137, "not instantiated on the device": 6121,
                             "skipped at collection upstream": 2}}
-    md = _markdown({**_data(None), "memory": {"capture": capture}})
+    md = markdown({**_data(None), "memory": {"capture": capture}})
     section = md[md.index("## Op capture on CPU"):md.index("## Scope")]
     assert "- ran 175 of the 6435 CPU instance(s) of the kept files (estimated 22.8 CPU s)" in section
     assert "- left out, not instantiated on the device: 6121" in section
     assert "- left out, skipped at collection upstream: 2" in section
     assert "reused from an earlier capture (same file, selection and torch): 0" in section
-    assert "## Op capture on CPU" not in _markdown(_data(None))  # --no-capture-ops: no section
+    assert "## Op capture on CPU" not in markdown(_data(None))  # --no-capture-ops: no section
