@@ -94,13 +94,19 @@ def kind_of(rec: OpRecord) -> Kind:
 class RuleOut:
     """What the backend profile already rules out, so the capture need not run it: instances
     with a dtype outside ``dtypes`` (the declared ``supported_dtypes``; None: not declared,
-    nothing ruled out), or a complex/quantized dtype when ``hooks`` (declared) lacks that hook."""
+    nothing ruled out), or a complex/quantized dtype when ``hooks`` (declared) lacks that hook;
+    and the tests ``tests(file, generic)`` names a reason for (a hook they need and the
+    backend lacks: pipelines/capture_rules.py)."""
 
     dtypes: frozenset[str] | None = None
     hooks: frozenset[str] | None = None
+    tests: Callable[[str, str], str | None] | None = None
 
     def reason(self, rec: OpRecord) -> str | None:
         """Why the profile rules ``rec`` out (a line of the report), or None."""
+        why = self.tests(TestKey.parse(rec.nodeid).file, rec.generic) if self.tests is not None else None
+        if why is not None:
+            return why
         for dtype in split_dtypes(rec.dtype):
             if self.dtypes is not None and dtype not in self.dtypes:
                 return f"{RULED_OUT}: dtype {dtype} is not in supported_dtypes"
@@ -111,7 +117,8 @@ class RuleOut:
 
     def describe(self) -> str:
         parts = [f"supported_dtypes {', '.join(sorted(self.dtypes))}" if self.dtypes is not None else "",
-                 f"hooks {', '.join(sorted(self.hooks))}" if self.hooks is not None else ""]
+                 f"hooks {', '.join(sorted(self.hooks))}" if self.hooks is not None else "",
+                 "the hooks the tests' source shows they need" if self.tests is not None else ""]
         return "; ".join(p for p in parts if p) or "nothing declared"
 
 

@@ -19,7 +19,6 @@ from testcurator.agents.registry import make_brain
 from testcurator.agents.decision import FileDecision
 from testcurator.config.profile import BackendProfile, load_profile
 from testcurator.errors import BadInputError, MissingPathError
-from testcurator.agents.offline.rules import effective_hooks, parse_preferences
 from testcurator.memory.capture_run import DEFAULT_CAPTURE_BUDGET_S
 from testcurator.memory.capture_select import RuleOut
 from testcurator.memory.stage import delta_files
@@ -125,13 +124,12 @@ class RunContext:
         return self.profile.device.torch_name
 
     def capture_rule_out(self) -> RuleOut | None:
-        """What the CPU op capture need not run: what the profile's dtypes and hooks (with the
-        preferences' hook wishes, as the bucket rules read them) rule out; None with capture_all."""
-        if self.capture_all:
-            return None
-        declared = self.profile.supported_dtypes
-        return RuleOut(None if declared is None else frozenset(d.name for d in declared),
-                       effective_hooks(self.backend, parse_preferences(self.profile.preferences)))
+        """What the CPU op capture need not run: what the profile rules out (pipelines/capture_rules.py);
+        None with capture_all."""
+        from testcurator.pipelines.capture_rules import capture_rule_out
+
+        return None if self.capture_all else capture_rule_out(self.profile, self.backend, self.torch_root,
+                                                              self.state_dir)
 
     def backend_env(self) -> dict[str, str]:
         """Environment for test processes: the profile's python_path and env."""
