@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +73,19 @@ def run_cmd(
 
             resumable(state, out)  # bad input before the backend is imported and built
         from testcurator.pipelines.context import RunContext
+        from testcurator.pipelines.nightly.run import run_nightly
 
         ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=state, **settings)
-        final = _run(ctx, console)
+        final = _run(run_nightly, ctx, console)
     _finish(out, final, console)
 
 
-def _run(ctx: Any, console: Console) -> dict[str, Any]:
-    from testcurator.pipelines.nightly.run import run_nightly
-
+def _run(run_nightly: Callable[[Any], dict[str, Any]], ctx: Any, console: Console) -> dict[str, Any]:
+    """Run the pipeline; an --out folder it made is removed again when the run stops before
+    writing in it (bad input found late, an interrupt)."""
     try:
-        return run_nightly(ctx)
+        with removing_if_created(ctx.out_dir):
+            return run_nightly(ctx)
     except KeyboardInterrupt:
         console.print(f"interrupted: the run stopped; `testcurator run ... --out {ctx.out_dir} --resume` continues it "
                       "from its last finished stage", markup=False)

@@ -102,6 +102,12 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
 
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:
+    from testcurator.pipelines.nights.night import reuse_draft
+
+    reused = reuse_draft(ctx, store)
+    if reused:
+        ctx.say(f"execute: nothing changed since run {reused} (backend, torch, tree, draft config, settings): its "
+                "draft results are tonight's; the standing configs ran tonight (judge)")
     records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
     result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
     if result.infrastructure:

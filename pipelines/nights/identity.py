@@ -9,6 +9,7 @@ the configs the run ends with is added when it records itself.
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -26,7 +27,12 @@ IDENTITY = "identity.json"
 
 
 def upstream_revision(torch_root: Path) -> str:
-    """The upstream tree's git commit (``+dirty`` with local changes under it), else its version.txt."""
+    """The upstream tree's git commit, else a digest of its test sources.
+
+    Two runs whose revisions are equal ran the same tree: local changes under a checkout add
+    ``+dirty`` and a digest of the diff; a folder of a larger repository is named by its own
+    tree id (commits elsewhere do not change it); a tree outside git by a digest of the
+    Python files under its ``test/`` (and its version.txt, when it has one)."""
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", "-C", str(torch_root), *args], capture_output=True, text=True, timeout=60,
@@ -37,7 +43,8 @@ def upstream_revision(torch_root: Path) -> str:
 
     head = git("rev-parse", "HEAD")
     if head:
-        dirty = "+dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".") else ""
+        diff = git("diff", "HEAD", "--", ".") if git("status", "--porcelain", "--untracked-files=no", "--", ".") else ""
+        dirty = f"+dirty:{hashlib.sha256((diff or '').encode()).hexdigest()[:12]}" if diff else ""
         top = git("rev-parse", "--show-toplevel")
         if top is None or Path(top).resolve() == torch_root.resolve():
             return head + dirty
@@ -47,9 +54,18 @@ def upstream_revision(torch_root: Path) -> str:
             return f"{head}{dirty} (of the repository at {top})"
         return f"tree {tree}{dirty} (a folder of the repository at {top})"
     version = torch_root / "version.txt"
-    if version.is_file():
-        return f"version.txt {version.read_text(encoding='utf-8').strip()} (not a git checkout)"
-    return "unknown (not a git checkout)"
+    named = f"version.txt {version.read_text(encoding='utf-8').strip()}, " if version.is_file() else ""
+    return f"{named}test tree {_tree_digest(torch_root)} (not a git checkout)"
+
+
+def _tree_digest(torch_root: Path) -> str:
+    """16 hex digits over the Python files under ``test/`` (by relative path and content)."""
+    base = torch_root / "test" if (torch_root / "test").is_dir() else torch_root
+    digest = hashlib.sha256()
+    for path in sorted(base.rglob("*.py")):
+        if "__pycache__" not in path.parts and path.is_file():
+            digest.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def take(ctx: RunContext, store: RunStore, standing: Path | None) -> RunIdentity:

@@ -29,6 +29,49 @@ CHART = "history.html"
 PHASE_DIRS = {"judge": "judge", "draft": "exec", "verify": "verify"}
 
 
+DRAFT_KEY = "draft_key.json"  # in the draft's results folder: what the draft's outcomes depend on
+REUSED = "reused_from.json"
+
+
+def _draft_key(ctx: RunContext, store: RunStore, now: RunIdentity) -> dict[str, Any]:
+    from testcurator import __version__
+    from testcurator.memory.run_identity import config_digest
+
+    return {"backend": now.backend_digest, "torch": now.torch_version, "upstream": now.upstream_revision,
+            "testcurator": __version__, "draft_config": config_digest(store.path("exec_config")),
+            "device": ctx.device, "retries": ctx.retries, "timeout": ctx.timeout}
+
+
+def reuse_draft(ctx: RunContext, store: RunStore) -> str | None:
+    """When nothing the draft depends on changed since the previous run of this ``--out``
+    (its key: backend, torch, upstream tree, testcurator, the draft config, device, retries,
+    timeout), copy that run's draft results into this run folder and name the run; else write
+    tonight's key for the next run and return None. The standing configs still run every
+    night (the judge): that is where a flaky test or a regression shows."""
+    now = identity.read(store)
+    results = store.path(PHASE_DIRS["draft"], "results.jsonl")
+    if now is None or ctx.delta or results.exists():
+        return None
+    key = _draft_key(ctx, store, now)
+    store.write_json(f"{PHASE_DIRS['draft']}/{DRAFT_KEY}", key)
+    with History(ctx.state_dir) as history:
+        before = [r for r in history.runs(str(ctx.out_dir)) if r.run_id != now.run_id]
+    if not before:
+        return None
+    prev = RunStore(ctx.state_dir / "runs" / before[-1].run_id)
+    done = prev.path(PHASE_DIRS["draft"], "results.jsonl")
+    if prev.read_json(f"{PHASE_DIRS['draft']}/{DRAFT_KEY}") != key or not done.is_file():
+        return None
+    shutil.copyfile(done, results.with_suffix(".tmp"))
+    results.with_suffix(".tmp").replace(results)
+    store.write_json(f"{PHASE_DIRS['draft']}/{REUSED}", {"run_id": before[-1].run_id})
+    return before[-1].run_id
+
+
+def draft_reused(store: RunStore) -> bool:
+    return store.has(f"{PHASE_DIRS['draft']}/{REUSED}")
+
+
 def phase_records(store: RunStore, phase: str) -> list[TestRecord]:
     path = store.path(PHASE_DIRS[phase], "results.jsonl")
     return read_jsonl(path) if path.is_file() else []
@@ -43,8 +86,8 @@ def assess_night(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Asse
         result = Assessment()
     else:
         with History(ctx.state_dir) as history:
-            night = Night.load(history, now, phase_records(store, "judge"), phase_records(store, "draft"),
-                               identity.test_hashes(ctx, files))
+            draft = [] if draft_reused(store) else phase_records(store, "draft")
+            night = Night.load(history, now, phase_records(store, "judge"), draft, identity.test_hashes(ctx, files))
         policy = ctx.profile.flaky
         result = assess(night, accept_regressions=ctx.accept_regressions, policy=policy.policy,
                         flips_to_quarantine=policy.flips)
@@ -64,7 +107,8 @@ def record_night(ctx: RunContext, store: RunStore, files: Sequence[str], code: i
     if now is None:
         return None
     hashes = identity.test_hashes(ctx, files)
-    phases = {phase: phase_records(store, phase) for phase in PHASE_DIRS}
+    # A draft copied from an earlier run did not run tonight: its outcomes are that run's.
+    phases = {phase: phase_records(store, phase) for phase in PHASE_DIRS if phase != "draft" or not draft_reused(store)}
     with History(ctx.state_dir) as history:
         recorded = history.record(identity.finished(now, ctx, code),
                                   ((k.file, k.name, h) for k, h in sorted(hashes.items())), phases,
@@ -113,7 +157,8 @@ def close_night(ctx: RunContext, store: RunStore, files: Sequence[str], code: in
     curated = next((recs for p in ("verify", "judge", "draft") if (recs := phase_records(store, p))), [])
     hashes = identity.test_hashes(ctx, files)
     with History(ctx.state_dir) as history:
-        data = since.since(history, now, [*phase_records(store, "judge"), *phase_records(store, "draft")], hashes,
+        draft = [] if draft_reused(store) else phase_records(store, "draft")
+        data = since.since(history, now, [*phase_records(store, "judge"), *draft], hashes,
                            read_assessment(store), since.config_changes(standing_dir(store), ctx.configs_dir),
                            passing_per_file(curated), pending)
     record_night(ctx, store, files, code)

@@ -55,10 +55,15 @@ def test_outcome_reason_is_one_telling_line(record: TestRecord, reason: str) -> 
     assert outcome_reason(record) == reason
 
 
-def test_upstream_revision_from_git_or_version_txt(tmp_path: Path) -> None:
-    assert upstream_revision(tmp_path) == "unknown (not a git checkout)"
+def test_upstream_revision_from_git_or_the_test_sources(tmp_path: Path) -> None:
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_a.py").write_text("x = 1\n")
+    plain = upstream_revision(tmp_path)
+    assert plain.startswith("test tree ") and plain.endswith(" (not a git checkout)")
+    (tmp_path / "test" / "test_a.py").write_text("x = 2\n")
+    assert upstream_revision(tmp_path) != plain  # a changed test file outside git is a changed tree
     (tmp_path / "version.txt").write_text("2.13.0a0\n")
-    assert upstream_revision(tmp_path) == "version.txt 2.13.0a0 (not a git checkout)"
+    assert upstream_revision(tmp_path).startswith("version.txt 2.13.0a0, test tree ")
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
            "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
@@ -66,7 +71,11 @@ def test_upstream_revision_from_git_or_version_txt(tmp_path: Path) -> None:
     head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert upstream_revision(tmp_path) == head
     (tmp_path / "version.txt").write_text("changed\n")
-    assert upstream_revision(tmp_path) == head + "+dirty"
+    dirty = upstream_revision(tmp_path)
+    assert dirty.startswith(head + "+dirty:")
+    (tmp_path / "version.txt").write_text("changed again\n")
+    assert upstream_revision(tmp_path) not in (dirty, head)  # another local change, another revision
+    (tmp_path / "version.txt").write_text("2.13.0a0\n")
     sub = tmp_path / "tree"
     sub.mkdir()
     assert upstream_revision(sub) == f"{head} (of the repository at {tmp_path})"  # clean under sub/, not committed

@@ -165,7 +165,7 @@ def test_scope_drops_what_the_profile_does_not_hook(first: Run) -> None:
 # --- unchanged rerun --------------------------------------------------------------------
 def test_unchanged_rerun_changes_no_byte(first: Run, rerun: Run) -> None:
     assert rerun.configs == first.configs
-    assert rerun.report["emit"] == {"written": [], "kept_human": [], "conflicts": []}
+    assert rerun.report["emit"] == {"written": [], "kept_human": [], "conflicts": [], "pending": []}
     assert rerun.report["totals"] == first.report["totals"]
 
 
