@@ -52,7 +52,11 @@ def upgrade_cmd(
                             brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s, execute=execute,
                             workers=workers or 1, timeout=timeout, retries=retries, embed=embed, capture_ops=capture_ops, probe=probe,
                             capture_all=capture_all, executor=executor, shards=shards, say=lambda message: console.print(message, markup=False))
-    with removing_if_created(out):  # a folder it made goes again when the upgrade stops before writing in it
+    from testcurator.lock import hold, run_locks
+
+    # A folder it made goes again when the upgrade stops before writing in it; another run on
+    # the same state dir or --out is refused (README "Two runs at once").
+    with removing_if_created(out), hold(run_locks(run.state_dir, out), invocation(), say=run.say):
         data = run_upgrade(UpgradeOptions(old_root=old_root, config=config, run=run))
     if (out / "report.json").is_file():
         from testcurator.pipelines.report import finish_report
