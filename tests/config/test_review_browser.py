@@ -22,7 +22,6 @@ import pytest
 from testcurator.config.review import review_paths
 from testcurator.config.review_render import render
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 LONG = "TestTensorArithmetic::test_pow_inplace_resizing_exception_with_broadcast_and_type_promotion"
 OLD = f"""test_suite_config:
@@ -40,8 +39,6 @@ OLD = f"""test_suite_config:
 NEW = OLD.replace("mode: mandatory_success\n        # Arithmetic", "mode: skip\n        # Arithmetic").replace(
     "exclude: [{name: bool}]", "exclude: [{name: int64}, {name: float16}, {name: complex64}]")
 WINDOW = (900, 1400)
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}")
 
 CHECK = """<script>(function(){
 var r={names:[],lostBg:[],staleBg:[],links:[],chipHeights:[]};
@@ -69,9 +66,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    browser = needs.command(*BROWSERS, hint="Debian: apt-get install -y chromium; .ci/run installs it")
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args], capture_output=True,
-                          text=True, timeout=120, check=True)
+    return needs.chromium(tmp_path / "profile", *args, window=WINDOW)
 
 
 def read_png(path: Path, rows: int) -> tuple[int, int, list[bytes]]:

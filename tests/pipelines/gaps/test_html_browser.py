@@ -19,8 +19,6 @@ from testcurator.pipelines.gaps.html import COLOURS
 from testcurator.pipelines.gaps.render import render
 
 DOT = "NotImplementedError: Could not run 'aten::dot' with arguments from the 'gapdev' backend."
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--window-size=1200,900")
 # Installed first thing in <head>, so it hears the page's own script fail.
 ERRORS = """<script>window.__errors=[];window.addEventListener('error',function(e){window.__errors.push(String(e.message));});
 var __ce=console.error;console.error=function(){window.__errors.push([].join.call(arguments,' '));__ce.apply(console,arguments);};
@@ -56,10 +54,7 @@ def page(gapkit: Any, make_run: Callable[[Any], Path], tmp_path: Path) -> Path:
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    browser = needs.command("chromium", "chromium-browser", "google-chrome",
-                            hint="Debian: apt-get install -y chromium; .ci/run installs it")
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args], capture_output=True,
-                          text=True, timeout=120, check=True)
+    return needs.chromium(tmp_path / "profile", *args, window=(1200, 900))
 
 
 def test_the_page_runs_clean_and_every_gap_and_cell_opens(page: Path, tmp_path: Path) -> None:
