@@ -2,8 +2,10 @@
 
 What every workflow shares: the run context (``context``), the run directory (``store``),
 the brain's stages on one file (``decide``), emission of configs (``emit``, checked before
-disk by ``emit_guard``), the probe step (``probe``), the report (``report``, the brains'
-comparison ``brain_report``, reasons checked against results ``reason_check``), ``eval``
+disk by ``emit_guard``), the probe step (``probe``), the report (``report``: its data;
+``report_md``: report.md; the brains' comparison ``brain_report``, reasons checked against
+results ``reason_check``), night after night (``nights/``: the run's identity, the standing configs' assessment, "since the previous
+run", the memory of runs, ``accept`` and ``history``), the gap board (``gaps/``), ``eval``
 (``evaluate``), validation level 3 (``validate_tree``), tiers (``tiers``), the shard plan
 (``shard_plan``) and the generated GitHub workflow (``ci_github``).
 
