@@ -31,7 +31,7 @@ OWN_SKIP = re.compile(r"^(?P<what>.+? (?P<how>excluded by edits|is not in suppor
                       r"|is not supported for dtype \w+))(?: \(|$)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Applied:
     """The outcome the config assigns to one instantiated test, and why."""
 
@@ -151,6 +151,25 @@ def decide(config: LoadedConfig, file: ResolvedFile | None, ident: TestIdentity)
         return Applied(mode, f"not listed in the curate config (unlisted_test_mode: {mode})", "unlisted_test", file.location)
     reason = entry.reason or f"curated as {entry.mode}"
     return Applied(entry.mode, f"{reason} ({entry.location})", "entry", entry.location)
+
+
+def decision_key(file: ResolvedFile | None, ident: TestIdentity) -> tuple[object, ...]:
+    """What of ``ident`` :func:`decide` reads in ``file``: instances equal on it get the same
+    outcome, so a caller decides once per key (the plugin, for 25,000 instances of one file).
+
+    The test's name always; its dtype, op, module and @parametrize values only where an edit
+    of its entry or a declared capability of the file looks at them."""
+    if file is None:
+        return (None,)
+    entry = file.entry_for(ident.generic)
+    edits = entry.edits if entry is not None else None
+    caps = file.capabilities
+    ops = caps.supported_ops is not None or (edits is not None and edits.ops is not None)
+    dtypes = ops or caps.supported_dtypes is not None or (edits is not None and edits.dtypes is not None)
+    modules = edits is not None and edits.modules is not None
+    params = edits is not None and edits.params is not None
+    return (id(file), ident.generic, ident.dtype if dtypes else None, (ident.op, ident.op_variant) if ops else None,
+            ident.module if modules else None, ident.params if params else None)
 
 
 def probe(applied: Applied) -> Applied:

@@ -28,9 +28,11 @@ GENERIC_NAME_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9
 KNOWN_DEVICES = ("cpu", "cuda", "meta", "mps", "xpu", "hpu", "lazy", "mtia", "privateuse1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TestIdentity:
-    """What one instantiated test is, in device-generic terms."""
+    """What one instantiated test is, in device-generic terms.
+
+    Slotted: collection makes one per instance (25,000 on one OpInfo file)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -150,10 +152,9 @@ def _identity_fields(kwargs: Mapping[str, Any]) -> dict[str, Any]:
             out["device"] = device_name(value)
         elif key in ("dtype", "dtypes"):
             # PyTorch stores a dtype pair (``@dtypes(*product(...))``) under the plural key.
-            out["dtype"] = dtype_name(value)
-        elif key == "op" and _is_opinfo(value):
-            out["op"] = value.name
-            out["op_variant"] = getattr(value, "variant_test_name", "") or None
+            out["dtype"] = _dtype_name_of(value)
+        elif key == "op" and (names := _opinfo_names(value)) is not None:
+            out["op"], out["op_variant"] = names
         elif key == "module_info" and _is_moduleinfo(value):
             out["module"] = value.name
         else:
@@ -161,6 +162,34 @@ def _identity_fields(kwargs: Mapping[str, Any]) -> dict[str, Any]:
             params.append((key, repr(value)))
     out["params"] = tuple(sorted(params))
     return out
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name_of(value: Any) -> str:
+    """:func:`dtype_name`, remembered per dtype (or tuple of them): asked once per instance."""
+    try:
+        return _DTYPE_NAMES[value]
+    except KeyError:
+        name = _DTYPE_NAMES[value] = dtype_name(value)
+        return name
+    except TypeError:  # a list: not hashable, not remembered
+        return dtype_name(value)
+
+
+# An ``op`` value -> its (name, variant) if it is an OpInfo, by id (the value kept beside, so an
+# id is never reused): every instance of an @ops test asks, and OpInfo's __getattribute__
+# makes each attribute read cost.
+_OPINFO_NAMES: dict[int, tuple[Any, tuple[str, str | None] | None]] = {}
+
+
+def _opinfo_names(value: Any) -> tuple[str, str | None] | None:
+    cached = _OPINFO_NAMES.get(id(value))
+    if cached is None or cached[0] is not value:
+        names = (value.name, getattr(value, "variant_test_name", "") or None) if _is_opinfo(value) else None
+        cached = _OPINFO_NAMES[id(value)] = (value, names)
+    return cached[1]
 
 
 def _is_opinfo(value: Any) -> bool:
@@ -181,11 +210,10 @@ def identify(cls: type, attr_name: str, fn: Callable[..., Any] | None = None) ->
     """
     fn = getattr(cls, attr_name, None) or fn
     device_type = getattr(cls, "device_type", None)
-    devices = _devices_for(device_type)
     gtest = _generic_test_name(fn, attr_name) if fn is not None else None
     if gtest is None:
-        return parse_name(cls.__name__, attr_name, devices=devices)
-    gcls, class_device = split_device_class(cls.__name__, devices if device_type else ())
+        return parse_name(cls.__name__, attr_name, devices=_devices_for(device_type))
+    gcls, class_device = _class_device(cls.__name__, device_type)
     fields = _identity_fields(_param_kwargs(fn))
     if "device" not in fields and (class_device or device_type):
         fields["device"] = str(class_device or device_type)
@@ -200,6 +228,12 @@ def generic_classes(cls: type) -> frozenset[str]:
     devices = _devices_for(device_type)
     return frozenset({split_device_class(cls.__name__, devices if device_type else ())[0],
                       split_device_class(cls.__name__, devices)[0]})
+
+
+@lru_cache(maxsize=4096)
+def _class_device(cls_name: str, device_type: str | None) -> tuple[str, str | None]:
+    # Cached: every instantiated test of a class asks the same question at collection.
+    return split_device_class(cls_name, _devices_for(device_type) if device_type else ())
 
 
 def _devices_for(device_type: str | None) -> tuple[str, ...]:

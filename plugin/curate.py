@@ -18,16 +18,19 @@ from typing import Any
 
 import pytest
 
-from testcurator.config.apply import Applied, decide, probe
+from testcurator.config.apply import Applied, decide, decision_key, probe
 from testcurator.config.loader import paused_gc
 from testcurator.config.resolve import LoadedConfig, ResolvedFile
 from testcurator.names import TestIdentity, identify, params_text
+from testcurator.plugin.capture import PLUGIN_NAME as CAPTURE
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 from testcurator.plugin.only import PLUGIN_NAME as ONLY
+from testcurator.plugin.tiers import PLUGIN_NAME as TIERS
 from testcurator.vocab import XFAIL_MODES
 
-APPLIED_KEY = pytest.StashKey[Applied]()
 INCLUDED_ATTR = "__curate_included_dtype__"
+# Plugins that read an item's identity after this one computed it (plugin/identity.py).
+IDENTITY_READERS = (TIERS, CAPTURE)
 
 
 @dataclass
@@ -67,20 +70,19 @@ class CuratePlugin:
         self._junit = bool(getattr(config.option, "xmlpath", None))
         self._files: dict[Path, ResolvedFile | None] = {}
         self._decisions: dict[tuple[object, ...], Applied] = {}
+        self._outcomes: dict[Applied, Applied] = {}  # one object per distinct decision
         self._probe = config.getoption("curate_tier", None) == "L3"  # plugin/tiers.py
-        self._param_edits = any(e.edits is not None and e.edits.params is not None
-                                for f in loaded.files for e in f.entries)
 
-    def _decide(self, file: ResolvedFile | None, ident: TestIdentity) -> Applied:
-        # Instances differing only in @parametrize values share one outcome (decide once),
-        # unless some entry excludes parameter values.
-        key = (id(file), ident.cls, ident.test, ident.dtype, ident.op, ident.op_variant, ident.module,
-               ident.params if self._param_edits else ())
+    def _decide(self, file: ResolvedFile | None, ident: TestIdentity) -> tuple[tuple[object, ...], Applied]:
+        # Once per what the decision reads (config/apply.decision_key): the instances of an
+        # @ops test that no edit or capability tells apart share one outcome object.
+        key = decision_key(file, ident)
         applied = self._decisions.get(key)
         if applied is None:
             applied = decide(self.loaded, file, ident)
-            self._decisions[key] = applied = probe(applied) if self._probe else applied
-        return applied
+            applied = probe(applied) if self._probe else applied
+            self._decisions[key] = applied = self._outcomes.setdefault(applied, applied)
+        return key, applied
 
     def file_for(self, path: Path) -> ResolvedFile | None:
         # Items of one module share a path; realpath per item costs more than the rest.
@@ -119,40 +121,56 @@ class CuratePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
         seen: dict[Path, set[str]] = {}
-        # Everything allocated here lives as long as the session; letting the cyclic GC rescan
-        # torch's large heap every few thousand items was half of the plugin's cost.
+        # Letting the cyclic GC rescan torch's large heap every few thousand items was half of
+        # the plugin's cost once.
         with paused_gc():
             self._curate_items(items, seen)
         self._record_stale(seen)
 
     def _curate_items(self, items: list[pytest.Item], seen: dict[Path, set[str]]) -> None:
         idents = [item_identity(item) for item in items]
-        marks = [marks_for(ident) for ident in idents]
-        self._register_marks({name for names in marks for name in names})
+        # Kept on the items only for a plugin that reads them: every object that outlives the
+        # collection is scanned by each full GC pass over torch's heap, and 25,000 of them were
+        # enough to set off one more (0.6 s on test_unary_ufuncs.py, 5% of its collection).
+        keep = any(self.config.pluginmanager.has_plugin(name) for name in IDENTITY_READERS)
+        # Mark names per (op, dtype, module), and the marks of each (decision, names): thousands
+        # of instances share each.
+        names_by: dict[tuple[object, ...], tuple[str, ...]] = {}
+        marks = [names_by.get(k) or names_by.setdefault(k, tuple(marks_for(i)))
+                 for i, k in ((i, (i.op, i.op_variant, i.dtype, i.module)) for i in idents)]
+        self._register_marks({name for names in names_by.values() for name in names})
+        decorators: dict[tuple[int, tuple[str, ...]], tuple[pytest.MarkDecorator, ...]] = {}
+        # How many items got each decision in each file, summed into the summary at the end.
+        tally: dict[tuple[int, int], list[Any]] = {}
+        last_path, file = None, None
         for item, ident, names in zip(items, idents, marks):
-            file = self.file_for(item.path)
-            generic = ident.generic
-            applied = self._decide(file, ident)
-            item.stash[IDENTITY_KEY] = ident
-            item.stash[APPLIED_KEY] = applied
-            self._apply(item, ident, applied, names)
-            key = str(file.resolved_path) if file is not None else "(unlisted files)"
-            label = applied.curated
-            self.summary.modes[label] += 1
-            per_file = self.summary.per_file.get(key)
-            if per_file is None:
-                per_file = self.summary.per_file[key] = Counter()
-            per_file[label] += 1
+            if item.path is not last_path:  # the items of one module share its path object
+                last_path, file = item.path, self.file_for(item.path)
+            key, applied = self._decide(file, ident)
+            if keep:
+                item.stash[IDENTITY_KEY] = ident
+            applying = decorators.get((id(applied), names))
+            if applying is None:
+                applying = decorators[(id(applied), names)] = self._marks_of(applied, names)
+            for mark in applying:
+                item.add_marker(mark)
+            if self._junit:
+                item.user_properties.extend(junit_properties(ident, applied))
+            counted = tally.get((id(file), id(applied)))
+            if counted is None:
+                counted = tally[(id(file), id(applied))] = [file, applied, 0]
+            counted[2] += 1
             if file is not None:
-                seen.setdefault(file.resolved_path, set()).add(generic)
+                seen.setdefault(file.resolved_path, set()).add(key[1])  # the generic name
+        for file, applied, n in tally.values():
+            key = str(file.resolved_path) if file is not None else "(unlisted files)"
+            self.summary.modes[applied.curated] += n
+            self.summary.per_file.setdefault(key, Counter())[applied.curated] += n
 
-    def _apply(self, item: pytest.Item, ident: TestIdentity, applied: Applied, marks: list[str]) -> None:
-        if applied.mode != "mandatory_success":
-            item.add_marker(self._mark(applied.mode, applied.reason))
-        for name in marks:
-            item.add_marker(self._mark(name, ""))
-        if self._junit:
-            item.user_properties.extend(junit_properties(ident, applied))
+    def _marks_of(self, applied: Applied, names: tuple[str, ...]) -> tuple[pytest.MarkDecorator, ...]:
+        """The mode's mark (none for mandatory_success), then ``op__``/``dtype__``/``module__``."""
+        mode = () if applied.mode == "mandatory_success" else (self._mark(applied.mode, applied.reason),)
+        return mode + tuple(self._mark(name, "") for name in names)
 
     def _register_marks(self, names: set[str]) -> None:
         # --strict-markers rejects unregistered marks. All at once: pytest re-reads every

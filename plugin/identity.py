@@ -4,8 +4,9 @@ Every option plugin that selects or records by identity needs it (``curate.py`` 
 the config by it, ``only.py`` and ``tiers.py`` keep items by it, ``capture.py`` and
 ``collect.py`` write it), so it lives in this module of its own, below all of them, rather
 than in any one plugin that the others would then import. The curate plugin computes each
-identity once at collection and keeps it in the item's stash under :data:`IDENTITY_KEY`;
-a plugin that runs without it (or before it) computes it with :func:`item_identity`.
+identity once at collection and, when a plugin that reads identities is registered (its
+``IDENTITY_READERS``), keeps it in the item's stash under :data:`IDENTITY_KEY`; a plugin that
+finds none there computes it with :func:`item_identity`.
 """
 
 from __future__ import annotations

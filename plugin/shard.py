@@ -59,12 +59,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def skipped_at_collection(item: pytest.Item) -> bool:
-    """The config skips it, or it carries a skip mark that needs no evaluation."""
-    from testcurator.plugin.curate import APPLIED_KEY
-
-    applied = item.stash.get(APPLIED_KEY, None)
-    if applied is not None and applied.mode == "skip":
-        return True
+    """The config skips it (the curate plugin, tryfirst, marks it ``skip``), or it carries a
+    skip mark that needs no evaluation."""
     if item.get_closest_marker("skip") is not None:
         return True
     return any(mark.args and all(arg is True for arg in mark.args) for mark in item.iter_markers("skipif"))

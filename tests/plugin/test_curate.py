@@ -282,3 +282,63 @@ def test_dtype_pairs_meet_capabilities_edits_and_marks(pytester: pytest.Pytester
         "test_foo.py::TestFooCPU::test_pair_cpu_complex64_float32",
         "test_foo.py::TestFooCPU::test_pair_cpu_complex64_int64",
     ]
+
+
+# Beside the config's plugin: what decide() gives each collected item, computed afresh, and the
+# mode mark the plugin put on it.
+DECIDE_AFRESH = '''
+import json
+import os
+
+import pytest
+
+from testcurator.config.apply import decide
+from testcurator.plugin.identity import item_identity
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    curate = config.pluginmanager.get_plugin("testcurator-curate")
+    with open(os.environ["DECISIONS_OUT"], "w") as out:
+        for item in items:
+            fresh = decide(curate.loaded, curate.file_for(item.path), item_identity(item))
+            marks = [m for m in item.iter_markers() if m.name in ("skip", "xfail")]
+            got = [(m.name, m.kwargs.get("reason"), m.kwargs.get("strict")) for m in marks]
+            want = {"skip": [("skip", fresh.reason, None)], "xfail": [("xfail", fresh.reason, False)],
+                    "xfail_strict": [("xfail", fresh.reason, True)]}.get(fresh.mode, [])
+            out.write(json.dumps({"nodeid": item.nodeid, "origin": fresh.origin, "same": got == want}) + "\\n")
+'''
+
+
+def test_each_item_gets_what_decide_gives_it_afresh(generic_file: pytest.Pytester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin decides once per what a decision reads (config/apply.decision_key): with
+    edits on dtypes, ops and parameters, capabilities and unlisted tests in one config, every
+    item still carries the mode and reason decide() gives it alone."""
+    import json
+
+    generic_file.makeconftest(DECIDE_AFRESH)
+    out = generic_file.path / "decisions.jsonl"
+    monkeypatch.setenv("DECISIONS_OUT", str(out))
+    tests = """
+        - names: [TestFoo::test_bar]
+          mode: xfail
+          edits:
+            dtypes:
+              exclude: [{name: int64}]
+        - names: [TestFoo::test_op]
+          mode: mandatory_success
+          edits:
+            ops:
+              exclude: [{name: nn.functional.relu, dtypes: [{name: float64}]}]
+        - names: [TestFoo::test_param]
+          mode: xfail_strict
+          edits:
+            params:
+              exclude: [{name: n, values: [2]}]
+    """
+    extra = "  global:\n    supported_dtypes: [{name: float32}, {name: float64}]\n    supported_ops: [{name: add}, {name: nn.functional.relu}]\n"
+    run(generic_file, tests, "--collect-only", unlisted="xfail", extra=extra)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 18 and all(row["same"] for row in rows), [r for r in rows if not r["same"]]
+    assert {row["origin"] for row in rows} == {"entry", "edit", "capability", "unlisted_test"}
