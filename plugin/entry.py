@@ -137,7 +137,10 @@ def _import_module(spec: str) -> object:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("curate_backend", None):
+        from testcurator.plugin.backend_guard import guard
+
         import_backend(config.getoption("curate_backend"))
+        guard(config)
     config_path = config.getoption("curate_config", None) or config.getini("curate_config") or None
     if config_path:
         _register_curate(config, Path(config_path))
