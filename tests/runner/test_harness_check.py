@@ -18,6 +18,8 @@ from testcurator.errors import BadInputError
 from testcurator.runner.preflight import check_harness
 from testcurator.runner.pytest_fault import pytest_fault
 
+from harness_files import PYTORCH_LIKE_INI
+
 # The shard helper's mistake, reproduced: its option's dest is shard_verbose, its hook reads print_items.
 SHARD_HELPER = textwrap.dedent('''\
     def add_options(parser):
@@ -40,16 +42,6 @@ SHARD_CONFTEST = textwrap.dedent('''\
 
     def pytest_configure(config):
         config.pluginmanager.register(ShardPlugin(), "shardplugin")
-    ''')
-PYTORCH_LIKE_INI = textwrap.dedent('''\
-    [pytest]
-    addopts =
-        -rEfX
-        --tb=native
-        --capture=sys
-        -p no:warnings
-        --assert=plain
-    xfail_strict = True
     ''')
 
 # (case, files of the tree, where the error points, what it says)

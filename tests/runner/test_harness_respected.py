@@ -21,19 +21,9 @@ import pytest
 from testcurator.runner.command import RunSpec, pytest_argv, reference_env, run_logged, tree_options
 from testcurator.runner.execute import execute
 
+from harness_files import PYTORCH_LIKE_INI
+
 QUIET_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio")
-PYTORCH_LIKE_INI = textwrap.dedent('''\
-    [pytest]
-    addopts =
-        -rEfX
-        --tb=native
-        --capture=sys
-        -p no:warnings
-        --assert=plain
-    xfail_strict = True
-    markers =
-        serial: marks tests as needs to be run serially
-    ''')
 # What PyTorch's test/conftest.py does that could meet ours: options of its own, and a JUnit
 # reporter (a LogXML of its own, registered when --junit-xml-reruns is given, not on workers).
 PYTORCH_LIKE_CONFTEST = textwrap.dedent('''\
