@@ -105,10 +105,12 @@ def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
     report = out / "report.json"
     data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
     console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
-    lines = verification_lines(data.get("verify"), bool(state.get("verified")))
-    if regressed(data.get("judge") or {}):
-        # Tonight's configs may pass their verification (a change accepted); the night did not.
-        lines = [line.replace("the curated suite held", "tonight's configs passed their verification") for line in lines]
+    verify = data.get("verify") or {}
+    lines = verification_lines(verify, bool(state.get("verified")))
+    if regressed(data.get("judge") or {}) and verify.get("exit_code") == 0 and lines:
+        # Tonight's configs passed (a change accepted); the night did not: no line says "held".
+        where = lines[-1].rpartition("; results: ")[2]
+        lines[-1] = f"tonight's configs passed their verification run ({verify.get('tests', 0)} test(s)); results: {where}"
     for line in lines + verdict_lines({**data, "out_dir": str(out)}):
         console.print(line, markup=False)
     if code:
