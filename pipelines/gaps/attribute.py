@@ -36,7 +36,7 @@ from testcurator.pipelines.gaps.sources import RunSources, record_key, record_ki
 from testcurator.plugin.callspec import split_key
 from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord
-from testcurator.vocab import FAILING, PROBE_GAPS, TestKey, op_base
+from testcurator.vocab import FAILING, NOT_RUN, PROBE_GAPS, TestKey, op_base
 
 #: A gap's kinds: an ATen op (``aten::dot``), a feature outside the dispatcher, a dtype.
 OP, FEATURE, DTYPE = "op", "feature", "dtype"
@@ -89,7 +89,7 @@ class Held:
 
 
 def _held(rec: TestRecord, verified: bool) -> bool:
-    held = {"skipped", "xfailed"} if verified else {"skipped", "xfailed", *FAILING}
+    held = NOT_RUN if verified else NOT_RUN | FAILING
     return rec.outcome in held and bool(rec.generic)
 
 
