@@ -62,6 +62,9 @@ INFRASTRUCTURE = "infrastructure"
 NOT_EVIDENCE_CLASSES: frozenset[str] = frozenset({"infrastructure", "infra", "transient"})
 #: Failure classes that take down the worker running the shard.
 HARD_FAILURE_CLASSES: frozenset[str] = frozenset({"crash", "timeout"})
+#: Failure classes that are the dispatcher's answer ("Could not run 'aten::X' with arguments
+#: from the 'dev' backend"): the same on every attempt, so a retry says nothing new.
+DETERMINISTIC_CLASSES: frozenset[str] = frozenset({"unsupported_op", "unsupported_dtype"})
 
 
 # --- device capabilities (the probe) ----------------------------------------------------------

@@ -259,3 +259,24 @@ def test_a_file_the_config_skips_as_a_whole_has_a_record(tmp_path: Path) -> None
     assert got["test_fine.py::test_y"].outcome == "passed"
     broken = got["test_broken.py"]
     assert broken.outcome == "skipped" and "does not import" in (broken.failure_text or "")
+
+
+MISSING_KERNEL = '''
+import pytest
+
+
+def test_missing_kernel():
+    raise NotImplementedError("Could not run 'aten::tanh.out' with arguments from the 'curatedev' backend.")
+
+
+def test_wrong():
+    assert 1 == 2
+'''
+
+
+def test_a_missing_kernel_is_not_retried(tmp_path: Path) -> None:
+    path = _write(tmp_path, "test_missing.py", MISSING_KERNEL)
+    got = _run(tmp_path, path, timeout=60, retries=2)
+    missing, wrong = got["test_missing.py::test_missing_kernel"], got["test_missing.py::test_wrong"]
+    assert (missing.outcome, missing.failure_class, missing.attempts) == ("failed", "unsupported_op", 1)
+    assert (wrong.outcome, wrong.attempts) == ("failed", 3)  # anything else is still retried
