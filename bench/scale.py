@@ -355,7 +355,8 @@ def main() -> None:
     ap.add_argument("--executor", default="local")
     ap.add_argument("--real-costs", action=argparse.BooleanOptionalAction, default=True,
                     help="every generated test burns CPU drawn from real upstream tests' costs (gen_tree.py)")
-    ap.add_argument("--capture-budget-s", type=float, default=None, help="run --capture-budget-s (default: none)")
+    ap.add_argument("--capture-budget-s", type=float, default=None, help="run --capture-budget-s (default: run's own default budget, "
+                    "memory/capture_run.DEFAULT_CAPTURE_BUDGET_S)")
     ap.add_argument("--profile", action="store_true", help="cProfile the driver (not its subprocesses)")
     ap.add_argument("--replay", default="", help="instance counts to replay the steps after the tests at")
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir, removed)")
