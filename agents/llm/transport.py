@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import threading
@@ -30,7 +31,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import openai
 from pydantic import BaseModel
 
@@ -42,6 +42,20 @@ from testcurator.errors import BrainError
 if TYPE_CHECKING:
     from testcurator.config.llm import LLMSettings
 
+def _http_errors(name: str) -> tuple[type[Exception], ...]:
+    """The class ``name`` of the HTTP library the installed openai client sends with.
+
+    openai 1.x and 2.x send with httpx, 3.x with httpx2 (``openai.DefaultHttpxClient`` derives
+    from that library's Client). An error raised while a stream is read may reach us unwrapped,
+    as that library's class, which an ``except httpx.TransportError`` misses under openai 3.
+    """
+    client = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    library = importlib.import_module(client.__module__.split(".")[0])
+    return (getattr(library, name),)
+
+
+_DROPPED = (openai.APIConnectionError, *_http_errors("TransportError"))
+_IDLE = (openai.APITimeoutError, *_http_errors("TimeoutException"))
 DOWN_AFTER = 2  # failed requests in a row (each retried with backoff) before the endpoint is down
 _RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -116,7 +130,7 @@ class Transport:
         # Retries are ours (they must tell a shape rejection from a fault): none in the client.
         # The read timeout is the idle timeout: it runs between two bytes, never over a whole answer.
         self._client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key, max_retries=0,
-                                     timeout=httpx.Timeout(idle, connect=min(idle, 10.0)))
+                                     timeout=openai.Timeout(idle, connect=min(idle, 10.0)))
 
     @property
     def mode(self) -> str:
@@ -174,7 +188,7 @@ class Transport:
                     self.count(failures=1)
                     self._failed(exc)  # 400 (too long), 401, 404 (no such model): retrying will not help
                     raise LLMTransportError(self.settings.base_url, exc) from exc
-            except (openai.APIConnectionError, httpx.TransportError) as exc:
+            except _DROPPED as exc:
                 error = exc  # refused, or dropped mid-answer: the server is not working on it
             else:
                 self.count(calls=1, latency_s=time.monotonic() - start)
@@ -197,7 +211,7 @@ class Transport:
             with stream:
                 for chunk in stream:
                     self._take(answer, chunk)
-        except (openai.APITimeoutError, httpx.TimeoutException) as exc:
+        except _IDLE as exc:
             raise _Idle(answer.first_token_at is not None, exc) from exc
         return answer
 
