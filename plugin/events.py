@@ -42,6 +42,7 @@ from typing import IO, Any
 import pytest
 
 from testcurator.names import params_from
+from testcurator.plugin import summary
 from testcurator.plugin.optionset import first_time
 from testcurator.vocab import instance_key
 
@@ -74,6 +75,7 @@ def configure(config: pytest.Config) -> None:
         path = None
     writer = _ControllerEvents(path) if xdist_controller else _EventWriter(path, timeout)
     config.pluginmanager.register(writer, PLUGIN_NAME)
+    summary.register(config)
     _no_final_collection_at_exit()
 
 
