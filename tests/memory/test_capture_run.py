@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from testcurator.memory import stage
+from testcurator.memory.capture_run import DEFAULT_INSTANCE_S
 from testcurator.memory.capture_select import NOT_ON_DEVICE, SAME_KIND, SKIPPED_UPSTREAM
 from testcurator.memory.evidence import read_evidence
 from testcurator.runner.shards.executors import LocalExecutor
@@ -81,3 +82,24 @@ def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) 
     warm = _memory(tree, state, tmp_path / "run2")["capture"]
     assert (warm["files_captured"], warm["files_reused"], warm["kept"]) == (0, 1, 2)
     assert read_evidence(tmp_path / "run2" / stage.EVIDENCE)[TestKey.of(FILE, "TestEverywhere::test_add")] == add
+
+
+def test_a_budgeted_capture_reruns_nothing_when_nothing_changed(tmp_path: Path) -> None:
+    # A budget for one instance at the fixed estimate: the first run times what it captured, and
+    # the second must buy the same instance with the same budget (learned times bought others,
+    # which changed the file's cache key and captured again).
+    tree = tmp_path / "tree"
+    (tree / "test").mkdir(parents=True)
+    (tree / FILE).write_text(SOURCE, encoding="utf-8")
+    (tree / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    state = tmp_path / "state"
+    device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
+                                (("PYTHONPATH", str(EXAMPLE)),))
+    figures = []
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        capture = stage.CaptureRun(LocalExecutor(), device=device, budget_s=DEFAULT_INSTANCE_S * 1.5)
+        figures.append(stage.run_memory_stage(tree, [FILE], state_dir=state, work=tmp_path / run, embed=False,
+                                              say=print, capture=capture)["capture"])
+    assert [(f["kept"], f["files_captured"], f["files_reused"]) for f in figures] == [(1, 1, 0), (1, 0, 1)]
+    assert figures[0]["left_out"] == figures[1]["left_out"]
