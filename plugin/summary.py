@@ -31,16 +31,19 @@ class TeardownIndex:
     def __init__(self, reporter: Any) -> None:
         self.reporter = reporter
         self._by_id: dict[str, list[Any]] = {}
-        self._indexed = -1  # how many passed reports the index holds
+        self._indexed = -1  # how many passed reports (stats[""]) the index was built from
 
     def __call__(self, node_id: object) -> list[Any]:
-        reports = self.reporter.getreports("")
-        if len(reports) != self._indexed:  # reports are only ever added; the summary comes last
+        # Reports are only ever added, and the summary comes last: the index is rebuilt when
+        # their count moved. The count is read off the list itself, since getreports() copies
+        # it (one copy per failure was the scan again, 4 times cheaper: still minutes).
+        count = len(self.reporter.stats.get("", ()))
+        if count != self._indexed:
             by_id: defaultdict[str, list[Any]] = defaultdict(list)
-            for report in reports:
+            for report in self.reporter.getreports(""):
                 if getattr(report, "when", None) == "teardown":
                     by_id[str(report.nodeid)].append(report)
-            self._by_id, self._indexed = dict(by_id), len(reports)
+            self._by_id, self._indexed = dict(by_id), count
         # pytest 9 passes the report's structured id, older ones its nodeid: both print as it.
         return list(self._by_id.get(str(node_id), ()))
 
