@@ -79,6 +79,14 @@ class RunIdentity:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
+# A run's status of a test comes from one phase, so that runs compare like with like: the
+# standing configs' run (judge), else, on a first run, the verification of the configs it
+# wrote (the configs the next night judges), else the draft. Mixing them read a non-strict
+# xfail that failed in one night's draft and passed in the next night's judge as a fix and a
+# flip with nothing changed (the real corpus, test_testing's test_subtest_expected_failure).
+STATUS_PHASES = ("judge", "verify", "draft")
+
+
 def status(outcomes: Iterable[tuple[str, str | None]]) -> str:
     """One test's status in one run, from its instances' (outcome, failure class): ``F``
     when one failed (an ``xfailed`` instance failed too), ``P`` when some passed and none
@@ -204,17 +212,24 @@ class History:
         return {TestKey.of(f, g): h for f, g, h in self.conn.execute("SELECT file, generic, hash FROM sources WHERE seq=?",
                                                                      (seq,))}
 
-    def statuses(self, seqs: Sequence[int], phases: Sequence[str] = ("judge", "draft")) -> dict[TestKey, dict[int, str]]:
-        """Per test, its status (:func:`status`) in each of the runs ``seqs`` that ran it."""
+    def statuses(self, seqs: Sequence[int]) -> dict[TestKey, dict[int, str]]:
+        """Per test, its status (:func:`status`) in each of the runs ``seqs`` that ran it, each
+        run's from one phase: :data:`STATUS_PHASES`' first that the run has."""
         if not seqs:
             return {}
         marks = ", ".join("?" * len(seqs))
         rows = self.conn.execute(
-            f"SELECT o.seq, i.file, i.generic, o.outcome, o.failure_class FROM outcomes o JOIN instances i ON i.id=o.iid "
-            f"WHERE o.seq IN ({marks}) AND o.phase IN ({', '.join('?' * len(phases))})", (*seqs, *phases))
+            f"SELECT o.seq, o.phase, i.file, i.generic, o.outcome, o.failure_class FROM outcomes o "
+            f"JOIN instances i ON i.id=o.iid WHERE o.seq IN ({marks}) AND o.phase IN "
+            f"({', '.join('?' * len(STATUS_PHASES))})", (*seqs, *STATUS_PHASES)).fetchall()
+        present: dict[int, set[str]] = {}
+        for seq, phase, *_ in rows:
+            present.setdefault(seq, set()).add(phase)
+        chosen = {seq: next(p for p in STATUS_PHASES if p in phases) for seq, phases in present.items()}
         outcomes: dict[TestKey, dict[int, list[tuple[str, str | None]]]] = {}
-        for seq, file, generic, outcome, cls in rows:
-            outcomes.setdefault(TestKey.of(file, generic), {}).setdefault(seq, []).append((outcome, cls))
+        for seq, phase, file, generic, outcome, cls in rows:
+            if phase == chosen[seq]:
+                outcomes.setdefault(TestKey.of(file, generic), {}).setdefault(seq, []).append((outcome, cls))
         return {key: {seq: s for seq, outs in per.items() if (s := status(outs)) != "-"}
                 for key, per in outcomes.items()}
 

@@ -178,7 +178,7 @@ def judge_failures(night: Night) -> list[Failure]:
 
 def assess(night: Night, *, accept_regressions: bool, policy: str, flips_to_quarantine: int) -> Assessment:
     """See the module docstring."""
-    tonight = statuses([*night.judge, *night.draft])
+    tonight = statuses(night.judge or night.draft)  # one phase, as history's statuses (STATUS_PHASES)
     failures = judge_failures(night)
     flaky, timelines = [], {}
     for key in sorted(set(tonight) | {TestKey.parse(f.test) for f in failures}):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
-from testcurator.memory.history import History, RunIdentity, passed
+from testcurator.memory.history import STATUS_PHASES, History, RunIdentity, passed
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nights import chart, identity, since
 from testcurator.pipelines.nights.assess import Assessment, Night, assess
@@ -157,8 +157,9 @@ def close_night(ctx: RunContext, store: RunStore, files: Sequence[str], code: in
     curated = next((recs for p in ("verify", "judge", "draft") if (recs := phase_records(store, p))), [])
     hashes = identity.test_hashes(ctx, files)
     with History(ctx.state_dir) as history:
-        draft = [] if draft_reused(store) else phase_records(store, "draft")
-        data = since.since(history, now, [*phase_records(store, "judge"), *draft], hashes,
+        # Tonight's statuses from one phase, as history's (STATUS_PHASES): judge, else verify.
+        tonight = next((recs for p in STATUS_PHASES if (recs := phase_records(store, p))), [])
+        data = since.since(history, now, tonight, hashes,
                            read_assessment(store), since.config_changes(standing_dir(store), ctx.configs_dir),
                            passing_per_file(curated), pending)
     record_night(ctx, store, files, code)

@@ -65,3 +65,16 @@ def test_only_the_last_runs_keep_their_outcomes(tmp_path: Path) -> None:
         assert set(history.statuses([r.seq for r in runs])[TestKey.of("test/test_foo.py", GENERIC)]) == {4, 5}
         assert sorted(history.counts()) == [1, 2, 3, 4, 5]  # the chart still has every run
         assert history.sources(1) == {}
+
+
+def test_each_runs_status_comes_from_one_phase_judge_then_verify_then_draft(tmp_path: Path) -> None:
+    # A non-strict xfail: its instance fails in the draft (no config) and passes in the curated
+    # runs. Run 1 (first: draft and verify) and run 2 (judge and draft) must both read P.
+    with History(tmp_path) as history:
+        history.record(_identity(1), [("test/test_foo.py", GENERIC, "h")],
+                       {"draft": [_record("failed", cls="numerical_mismatch")], "verify": [_record("xpassed")]})
+        history.record(_identity(2), [("test/test_foo.py", GENERIC, "h")],
+                       {"judge": [_record("xpassed")], "verify": [_record("failed", cls="unsupported_op")],
+                        "draft": [_record("failed", cls="numerical_mismatch")]})
+        history.record(_identity(3), [("test/test_foo.py", GENERIC, "h")], {"draft": [_record("failed")]})
+        assert history.statuses([1, 2, 3]) == {TestKey.of("test/test_foo.py", GENERIC): {1: "P", 2: "P", 3: "F"}}
