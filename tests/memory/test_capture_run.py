@@ -50,19 +50,24 @@ if __name__ == "__main__":
 FILE = "test/test_capture_pick.py"
 
 
-def _memory(tree: Path, state: Path, work: Path) -> dict:
+def _memory(tree: Path, state: Path, work: Path, budget_s: float | None = None) -> dict:
     work.mkdir(parents=True)
     device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
                                 (("PYTHONPATH", str(EXAMPLE)),))
     return stage.run_memory_stage(tree, [FILE], state_dir=state, work=work, embed=False, say=print,
-                                  capture=stage.CaptureRun(LocalExecutor(), device=device))
+                                  capture=stage.CaptureRun(LocalExecutor(), device=device, budget_s=budget_s))
 
 
-def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) -> None:
+def _tree(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
     (tree / "test").mkdir(parents=True)
     (tree / FILE).write_text(SOURCE, encoding="utf-8")
     (tree / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    return tree
+
+
+def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
     state = tmp_path / "state"
     capture = _memory(tree, state, tmp_path / "run1")["capture"]
     # 4 test_add + 1 test_skipped + 2 test_mul CPU instances; test_add's float32 and int32 run
@@ -88,18 +93,7 @@ def test_a_budgeted_capture_reruns_nothing_when_nothing_changed(tmp_path: Path) 
     # A budget for one instance at the fixed estimate: the first run times what it captured, and
     # the second must buy the same instance with the same budget (learned times bought others,
     # which changed the file's cache key and captured again).
-    tree = tmp_path / "tree"
-    (tree / "test").mkdir(parents=True)
-    (tree / FILE).write_text(SOURCE, encoding="utf-8")
-    (tree / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    state = tmp_path / "state"
-    device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
-                                (("PYTHONPATH", str(EXAMPLE)),))
-    figures = []
-    for run in ("run1", "run2"):
-        (tmp_path / run).mkdir()
-        capture = stage.CaptureRun(LocalExecutor(), device=device, budget_s=DEFAULT_INSTANCE_S * 1.5)
-        figures.append(stage.run_memory_stage(tree, [FILE], state_dir=state, work=tmp_path / run, embed=False,
-                                              say=print, capture=capture)["capture"])
+    tree, state = _tree(tmp_path), tmp_path / "state"
+    figures = [_memory(tree, state, tmp_path / run, DEFAULT_INSTANCE_S * 1.5)["capture"] for run in ("run1", "run2")]
     assert [(f["kept"], f["files_captured"], f["files_reused"]) for f in figures] == [(1, 1, 0), (1, 0, 1)]
     assert figures[0]["left_out"] == figures[1]["left_out"]
