@@ -168,7 +168,7 @@ def main() -> None:
             med = statistics.median(secs)
             mem = max(r["peak_added_mb"] for r in runs)
             print(f"{variant:<15}{med:>10.2f}{min(secs):>9.2f}{med / base:>12.2f}{mem:>10.0f}")
-        print(f"goal: validate and plugin-load <= 1.50x c-loader")
+        print("goal: validate and plugin-load <= 1.50x c-loader")
         print(f"testcurator validate end to end (installed entry point, imports included): {end_to_end(config, root):.2f} s")
     finally:
         if args.keep is None:

@@ -60,7 +60,7 @@ CASES = [
 
 @pytest.mark.parametrize(("files", "args", "code", "text"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_exec_exit_codes(tmp_path: Path, files: dict[str, str], args: list[str], code: int, text: str) -> None:
-    root = _tree(tmp_path, files)
+    _tree(tmp_path, files)
     target, *more = args
     # Relative everything: the test path, --torch-root and --out, from the caller's folder.
     proc = _cli(tmp_path / "caller", "exec", f"../torch/test/{target}", "--torch-root", "../torch", "--out", "ex", "-q",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from testcurator.memory import stage
 from testcurator.memory.capture_run import DEFAULT_INSTANCE_S

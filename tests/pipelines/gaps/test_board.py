@@ -108,7 +108,7 @@ def test_gaps_group_overloads_and_dtypes_under_the_op_the_device_lacks(board: Bo
 def test_alone_and_shared(board: Board) -> None:
     gaps = _by_op(board)
     assert gaps["aten::dot"]["alone"] == ["TestGaps::test_ops"]
-    assert gaps["aten::dot"]["shared"] == {f"test/test_gaps.py::TestGaps::test_mv": ["aten::addmv"]}
+    assert gaps["aten::dot"]["shared"] == {"test/test_gaps.py::TestGaps::test_mv": ["aten::addmv"]}
     assert gaps["aten::dot"]["shared_with"] == ["aten::addmv"]
     assert gaps["aten::addmv"]["alone"] == [] and gaps["aten::addmv"]["shared_with"] == ["aten::dot"]
     assert gaps["aten::native_batch_norm"]["alone"] == ["TestGaps::test_layer_norm"]
