@@ -159,6 +159,8 @@ BUCKET_CASES = [
     (BACKEND, breq(decorators=("@skipPRIVATEUSE1",)), "skip", (), (), False, "'curatedev' (privateuse1)"),
     (BACKEND, breq(decorators=('@unittest.skipIf(not TEST_CUDA, "CUDA not available")',)), "skip", (), (), False,
      "restricts it to cuda"),
+    (BACKEND, breq(decorators=('@unittest.skipIf(not (TEST_CUDA or TEST_PRIVATEUSE1), "unavailable")',),
+                   aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (), False, "Mandatory"),
     (CUDA, breq(decorators=("@onlyCUDA",), aten_ops=("aten::mm",)), "mandatory_success", (), (), False, "Mandatory"),
     (BACKEND, breq(file="test_cuda_only.py"), "skip", (), (), False, "CUDA-only file"),
     (BACKEND, breq(decorators=('@unittest.skip("flaky on all platforms")',)), "skip", (), (), False,
