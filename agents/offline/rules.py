@@ -161,12 +161,17 @@ def effective_hooks(backend: BackendContext, wishes: Sequence[Wish]) -> frozense
 # Values that differ from one process to the next (memory addresses, as data_ptr() prints them
 # in decimal or hex): quoted as they were, a reason would change every night with nothing changed.
 _VOLATILE = re.compile(r"\b0x[0-9a-fA-F]{8,}\b|\b\d{12,}\b")
+# unittest's own summary inside a quoted failure ("Ran 1 test in 0.008s"): the time differs in
+# every run, and a reason that quotes it changed the config with nothing else changed (test_testing
+# on OpenReg).
+_ELAPSED = re.compile(r"\bin \d+\.\d+s\b")
 
 
 def steady(text: str) -> str:
-    """``text`` single-spaced, with memory addresses as ``<address>``: what a reason quotes,
-    and what the reason check compares a quote with (pipelines/reason_check.py)."""
-    return _VOLATILE.sub("<address>", " ".join(text.split()))
+    """``text`` single-spaced, with memory addresses as ``<address>`` and elapsed times as
+    ``in <time>``: what a reason quotes, and what the reason check compares a quote with
+    (pipelines/reason_check.py)."""
+    return _ELAPSED.sub("in <time>", _VOLATILE.sub("<address>", " ".join(text.split())))
 
 
 def quote(text: str, limit: int = MAX_QUOTE) -> str:
