@@ -117,6 +117,40 @@ def test_named_tests_collect_as_without_narrowing(pytester: pytest.Pytester, fil
     assert sorted(line.split(" ")[0] for line in ran.outlines if " PASSED" in line) == named
 
 
+# A kept test that builds and instantiates a class of its own when it runs, as upstream
+# test_testing's TestTestParametrization does: it must get every function of that class.
+SELF_INSTANTIATING = """\
+from torch.testing._internal.common_utils import TestCase, instantiate_parametrized_tests, parametrize
+
+
+class TestNames(TestCase):
+    def test_default_names(self):
+        class TestInner(TestCase):
+            @parametrize("x", range(3))
+            def test_default_names(self, x):
+                pass
+
+            @parametrize("x", range(2))
+            def test_two_things(self, x):
+                pass
+
+        instantiate_parametrized_tests(TestInner)
+        self.assertEqual(len([n for n in vars(TestInner) if n.startswith("test_")]), 5)
+
+    def test_other(self):
+        pass
+"""
+
+
+def test_a_test_instantiating_at_run_time_is_not_narrowed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_names=SELF_INSTANTIATING)
+    keys = write_keys(pytester.path / "only.tests", [TestKey.of("test_names.py", "TestNames::test_default_names")],
+                      pytester.path)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--curate-only", str(keys), "-v")
+    # Narrowed at run time, the inner class kept test_default_names' 3 of its 5 tests.
+    result.assert_outcomes(passed=1)
+
+
 def test_narrowing_ends_with_the_session(pytester: pytest.Pytester) -> None:
     from torch.testing._internal import common_device_type, common_utils
 
