@@ -96,3 +96,51 @@ def test_a_budgeted_capture_reruns_nothing_when_nothing_changed(tmp_path: Path) 
     figures = [_memory(tree, state, tmp_path / run, DEFAULT_INSTANCE_S * 1.5)["capture"] for run in ("run1", "run2")]
     assert [(f["kept"], f["files_captured"], f["files_reused"]) for f in figures] == [(1, 1, 0), (1, 0, 1)]
     assert figures[0]["left_out"] == figures[1]["left_out"]
+
+
+# A test that does something else while a dispatch mode is active (upstream test_content_store's
+# storage hashing and test_load_state_dict's tensor subclasses fail under the capture's mode and
+# pass without it), beside a test that fails on CPU whatever the mode.
+MODAL = '''\
+import torch
+from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+
+class TestModal(TestCase):
+    @dtypes(torch.float32)
+    def test_hash(self, device, dtype):
+        x = torch.ones(3, device=device, dtype=dtype)
+        self.assertIsNone(_get_current_dispatch_mode(), "hashing needs no mode")
+        self.assertEqual(x.sum().item(), 3)
+
+    @dtypes(torch.float32)
+    def test_broken(self, device, dtype):
+        self.assertEqual(torch.ones(2, device=device, dtype=dtype).sum().item(), 3)
+
+
+instantiate_device_type_tests(TestModal, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+MODAL_FILE = "test/test_capture_modal.py"
+
+
+def test_a_failure_only_under_the_dispatch_mode_is_not_a_cpu_failure(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    (tree / MODAL_FILE).write_text(MODAL, encoding="utf-8")
+    (tmp_path / "run1").mkdir()
+    device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
+                                (("PYTHONPATH", str(EXAMPLE)),))
+    figures = stage.run_memory_stage(tree, [MODAL_FILE], state_dir=tmp_path / "state", work=tmp_path / "run1",
+                                     embed=False, say=print,
+                                     capture=stage.CaptureRun(LocalExecutor(), device=device))["capture"]
+    assert figures["mode_failures"] == 1
+    evidence = read_evidence(tmp_path / "run1" / stage.EVIDENCE)
+    hashed = evidence[TestKey.of(MODAL_FILE, "TestModal::test_hash")]
+    assert set(hashed.cpu.values()) == {"passed"}
+    assert "aten::ones" in hashed.aten  # the ops are still the mode's, recorded up to where it failed
+    broken = evidence[TestKey.of(MODAL_FILE, "TestModal::test_broken")]
+    assert set(broken.cpu.values()) == {"failed"}
