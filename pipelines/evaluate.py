@@ -12,7 +12,8 @@ Each prediction is judged on the variants it keeps (exclusions applied; skipped 
 infrastructure failures are not evidence):
 
 ================  =====================================================================
-held              mandatory_success that passed; skip/xfail/xfail_strict that failed
+held              mandatory_success that passed, or xfailed by upstream's own expectedFailure
+                  (pytest's xfailed leaves a mandatory test green); skip/xfail/xfail_strict that failed
 lost_coverage     skip of a test that passes on the device
 wasted            mandatory_success of a test that fails: device time and a red CI
 passes_anyway     xfail/xfail_strict of a test that passes (strict: fails CI)
@@ -36,7 +37,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import read_jsonl
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, TestKey
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run", "by_preference")
 #: How a decision's evidence names the preference it follows (agents/offline/rules.Wish.quote).
@@ -152,6 +153,12 @@ def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[E
             and any(o != "skipped" for o in v.outcomes)]
 
 
+def _green(variant: ExecutionRecord) -> bool:
+    """Every attempt passed, or xfailed: upstream's own expectedFailure (subtests that
+    ``decorateIf(unittest.expectedFailure, ...)``), which a mandatory_success test may do."""
+    return bool(variant.outcomes) and all(o in PASSED_EVIDENCE or o == "xfailed" for o in variant.outcomes)
+
+
 def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
     """One of :data:`VERDICTS` (see the module docstring)."""
     kept = _kept(prediction, variants)
@@ -159,6 +166,8 @@ def judge(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> str:
         return "by_preference"
     if not kept:
         return "not_run"
+    if prediction.mode == "mandatory_success" and all(_green(v) for v in kept):
+        return "held"
     if all(v.consistently_passed for v in kept):
         return "held" if prediction.mode == "mandatory_success" else (
             "lost_coverage" if prediction.mode == "skip" else "passes_anyway")
