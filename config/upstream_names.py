@@ -25,6 +25,9 @@ from pathlib import Path
 # Decorators that give a test its dtypes (common_device_type): @dtypes for every device,
 # @dtypesIfCUDA and the like for one. An excluded dtype must occur in one of them.
 _DTYPE_DECORATORS = ("dtypes", "dtypesIf")
+# common_utils' @parametrize and its alias: ``@parametrize_test("dtype", [torch.float32, ...])``
+# gives the instances a dtype too (the plugin reads it from the instance's param_kwargs).
+_PARAMETRIZE = ("parametrize", "parametrize_test")
 
 
 @dataclass(frozen=True)
@@ -88,13 +91,24 @@ def _facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> TestFacts:
     names = [_decorator_name(d) for d in fn.decorator_list]
     dtypes: set[str] | None = set()
     for deco, name in zip(fn.decorator_list, names):
-        if name == "parametrize" and isinstance(deco, ast.Call) and deco.args and "dtype" in ast.unparse(deco.args[0]):
-            dtypes = None  # @parametrize("dtype", ...): values not read
+        if name in _PARAMETRIZE and isinstance(deco, ast.Call) and deco.args and "dtype" in ast.unparse(deco.args[0]):
+            dtypes = _parametrized_dtypes(deco, dtypes)
+            continue
         if dtypes is not None and name.startswith(_DTYPE_DECORATORS) and isinstance(deco, ast.Call):
             dtypes = _literal_dtypes(deco.args, dtypes)
     if "ops" in names or "modules" in names:
         dtypes = None  # their infos give the dtypes, per device
     return TestFacts(frozenset(dtypes) if dtypes is not None else None, "ops" in names, "modules" in names)
+
+
+def _parametrized_dtypes(deco: ast.Call, into: set[str] | None) -> set[str] | None:
+    """The dtypes of ``@parametrize("dtype", [torch.float32, ...])``; None (unknown) for
+    anything else: several names (``"x,dtype"``), values that are not a literal list of dtypes."""
+    first, values = deco.args[0], deco.args[1] if len(deco.args) > 1 else None
+    if into is None or not (isinstance(first, ast.Constant) and first.value == "dtype"
+                            and isinstance(values, (ast.List, ast.Tuple))):
+        return None
+    return _literal_dtypes(list(values.elts), into)
 
 
 def _literal_dtypes(args: list[ast.expr], into: set[str]) -> set[str] | None:

@@ -176,3 +176,40 @@ def test_level_3_reads_an_ops_edit_as_the_plugin_does(name: str, found: bool) ->
     from testcurator.pipelines.validate_tree import _has_op
 
     assert _has_op({"div_no_rounding_mode", "nn_functional_relu", None}, name) is found
+
+
+# common_utils' @parametrize gives instances a dtype as @dtypes does; the dtypes edit applies to
+# them (upstream test/nn/test_init.py's test_trunc_normal_all_dtypes: parametrize_test("dtype", ...)).
+PARAMETRIZED = textwrap.dedent(
+    '''
+    import torch
+    from torch.testing._internal.common_utils import TestCase, parametrize as parametrize_test, parametrize
+
+    class TestInit(TestCase):
+        @parametrize_test("dims", [1, 2])
+        @parametrize_test("dtype", [torch.float32, torch.float64])
+        def test_all_dtypes(self, device, dims, dtype):
+            pass
+
+        @parametrize("x,dtype", [(1, torch.float32)])
+        def test_pairs(self, device, x, dtype):
+            pass
+
+        @parametrize("dtype", DTYPES)
+        def test_named_list(self, device, dtype):
+            pass
+    '''
+)
+
+
+@pytest.mark.parametrize(("test", "dtypes"), [
+    ("TestInit::test_all_dtypes", frozenset({"float32", "float64"})),
+    ("TestInit::test_pairs", None),  # several names in one parametrize: not read
+    ("TestInit::test_named_list", None),  # not a literal list
+])
+def test_parametrized_dtypes_are_the_tests_dtypes(tmp_path: Path, test: str, dtypes: frozenset[str] | None) -> None:
+    from testcurator.config.upstream_names import test_facts
+
+    path = tmp_path / "test_init.py"
+    path.write_text(PARAMETRIZED)
+    assert test_facts(path)[test].dtypes == dtypes
