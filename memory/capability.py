@@ -23,6 +23,7 @@ from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import is_host_call, split_key
 from testcurator.runner.probe.replay import REPLAY_VERSION, ProbeResult
+from testcurator.runner.results.classify import MISSING_KERNEL
 from testcurator.vocab import PROBE_GAPS, TestKey
 
 CAPABILITY_DB = "capability.sqlite"
@@ -159,17 +160,42 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
         if inst.calls and (tests is None or key in tests):
             per_test.setdefault(key, []).append(inst)
+    kernelless = kernelless_ops(results)
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}
-        status = {c: results[c].status if c in results else "not_probed" for c in used}
-        gaps = {c: (results[c].status, results[c].error) for c in used if status[c] in PROBE_GAPS}
+        known = {c: _known(c, results, kernelless) for c in used}
+        status = {c: r[0] if r is not None else "not_probed" for c, r in known.items()}
+        gaps = {c: r for c, r in known.items() if r is not None and r[0] in PROBE_GAPS}
         out[key] = ProbeEvidence(
             gaps=gaps, works=sum(s == "works" for s in status.values()),
             not_probed=sum(s == "not_probed" for s in status.values()),
             instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps))
                             for i in rows))
     return out
+
+
+def kernelless_ops(results: Mapping[str, ProbeResult]) -> dict[str, str]:
+    """Op overload -> the replay error in which the dispatcher said it has no kernel for the
+    device (``Could not run 'aten::frexp.Tensor_out' with arguments from the 'curatedev'
+    backend``): no call of that overload runs there, whatever its dtypes."""
+    out: dict[str, str] = {}
+    for _, result in sorted(results.items()):
+        match = MISSING_KERNEL.search(result.error or "") if result.status == "missing_kernel" else None
+        if match is not None:
+            out.setdefault(match.group("op"), result.error)
+    return out
+
+
+def _known(call: str, results: Mapping[str, ProbeResult], kernelless: Mapping[str, str]) -> tuple[str, str] | None:
+    """(status, error) of ``call``: its own replay's; else, for a call that could not be
+    replayed (on upstream test_unary_ufuncs, test_frexp_assert_raises' out= calls of the wrong
+    dtype, which raise on CPU), a missing kernel another replay named; else None (not probed)."""
+    result = results.get(call)
+    if result is not None and result.status != "not_probed":
+        return result.status, result.error
+    error = kernelless.get(split_key(call)[0])
+    return ("missing_kernel", error) if error is not None else None
 
 
 def write_probe_evidence(path: Path, evidence: Mapping[TestKey, ProbeEvidence]) -> Path:

@@ -234,8 +234,11 @@ def _unsupported_dtype(inp: _Input) -> Classification | None:
 
 
 # -- 5. unsupported op --------------------------------------------------------------------
+#: The dispatcher's own word that an op overload has no kernel for the backend's dispatch key,
+#: whatever the dtypes (the capability table reads it too: memory/capability.py).
+MISSING_KERNEL = re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<be>\w+)' backend")
 _OP_PATTERNS = (
-    re.compile(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<be>\w+)' backend"),
+    MISSING_KERNEL,
     re.compile(r"The operator '(?P<op>[\w:.]+)' is not currently implemented for the \w+ device"),
     re.compile(r"derivative for (?P<op>[\w:.]+) is not implemented"),
     re.compile(r"^(?:\w+\.)*NotImplementedError:[^\n]*?(?P<op>aten::[\w.]+)", re.M),

@@ -84,3 +84,25 @@ def test_probe_evidence_names_the_failing_calls_of_each_instance(tmp_path: Path)
     found[TestKey.parse("test/test_sort.py::TestPlain::test_pin")] = pin
     path = write_probe_evidence(tmp_path / "probe_evidence.json", found)
     assert read_probe_evidence(path) == found
+
+
+def test_a_call_not_replayed_lacks_the_kernel_another_replay_named(tmp_path: Path) -> None:
+    # Upstream test_unary_ufuncs' test_frexp_assert_raises: its out= calls of the wrong dtype raise
+    # on CPU, so no example of them is replayable; the functional call's replay names the out=
+    # overload as the one with no kernel for the device, whatever the dtypes.
+    functional, wrong_out = "aten::frexp.Tensor(float32)", "aten::frexp.Tensor_out(float32,int32,float32)"
+    other = "aten::exp.out(float32,int32)"
+    error = ("NotImplementedError: Could not run 'aten::frexp.Tensor_out' with arguments from the 'curatedev' "
+             "backend. This could be because the operator doesn't exist for this backend")
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text(OpRecord("test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::test_frexp_assert_raises_cpu",
+                                "TestUnaryUfuncs::test_frexp_assert_raises", "captured", device="cpu",
+                                calls=(wrong_out, other)).to_json() + "\n")
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    found = probe_evidence(opmap, {functional: ProbeResult(functional, "missing_kernel", error),
+                                   wrong_out: ProbeResult(wrong_out, "not_probed", "no replayable example")})
+    opmap.close()
+    ev = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_frexp_assert_raises")]
+    assert ev.gaps == {wrong_out: ("missing_kernel", error)}
+    assert (ev.works, ev.not_probed) == (0, 1)  # exp.out: no replay names it
