@@ -106,3 +106,32 @@ def test_a_call_not_replayed_lacks_the_kernel_another_replay_named(tmp_path: Pat
     ev = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_frexp_assert_raises")]
     assert ev.gaps == {wrong_out: ("missing_kernel", error)}
     assert (ev.works, ev.not_probed) == (0, 1)  # exp.out: no replay names it
+
+
+def test_an_uncaptured_ops_instance_makes_the_missing_calls_of_its_op_elsewhere(tmp_path: Path) -> None:
+    # Upstream test_unary_ufuncs: the budget captured _refs.exp2 in test_reference_numerics_normal,
+    # where it calls aten::exp2.out (no kernel on the device), but not in test_contig_size1.
+    exp2 = "aten::exp2.out(float32,float32)"
+    error = "NotImplementedError: Could not run 'aten::exp2.out' with arguments from the 'curatedev' backend."
+    path = "test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::"
+
+    def rec(test: str, op: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+        return OpRecord(f"{path}{test}_{op}_cpu_float32", f"TestUnaryUfuncs::{test}", source, device="cpu",
+                        dtype="float32", op=op, calls=calls)
+
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text("".join(r.to_json() + "\n" for r in (
+        rec("test_reference_numerics_normal", "_refs.exp2", "captured", (ADD, exp2)),
+        rec("test_contig_size1", "abs", "captured", (ADD,)),
+        rec("test_contig_size1", "_refs.exp2", "static"),  # left out by the budget
+        rec("test_contig_size1", "neg", "static"),  # no captured instance of neg anywhere
+        rec("test_never_ran", "_refs.exp2", "static"))))  # no instance of the test was captured
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    found = probe_evidence(opmap, {exp2: ProbeResult(exp2, "missing_kernel", error), ADD: ProbeResult(ADD, "works")})
+    opmap.close()
+    contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
+    assert contig.gaps == {exp2: ("missing_kernel", error)}
+    assert sorted(contig.instances, key=lambda i: i.op or "") == [
+        ProbedInstance("float32", "_refs.exp2", gaps=(exp2,)), ProbedInstance("float32", "abs")]
+    assert TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_never_ran") not in found
