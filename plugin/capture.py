@@ -15,7 +15,8 @@ level a backend registers kernels at; ops of the test's own thread only, not of
 subprocesses. Capture never fails a test: if the mode cannot be entered or left, the
 error goes in the line and the test's outcome is its own. The mode itself can change what
 a test does (a test that makes tensor subclasses or hashes storages): ``--curate-capture-plain``
-runs the tests without it, outcomes only, which is how a failure seen under it is confirmed.
+(and without the compile path's recording backend) runs the tests plainly, outcomes only,
+which is how a failure seen under them is confirmed.
 
 Under pytest-xdist each worker appends to ``FILE.<workerid>`` (``FILE.gw0``...); the
 controller removes FILE and stale parts at start; ``testcurator ops ingest FILE`` reads
@@ -74,7 +75,8 @@ def configure(config: pytest.Config) -> None:
     # tests, so none of the hooks below fire there.
     plugin = CapturePlugin(out, plain=bool(config.getoption("curate_capture_plain", False)))
     config.pluginmanager.register(plugin, PLUGIN_NAME)
-    config.pluginmanager.register(CompileCapturePlugin(plugin._write, identity_fields), f"{PLUGIN_NAME}-compile")
+    if not plugin.plain:  # its recording backend runs compiled graphs as aot_eager, not as the test's own
+        config.pluginmanager.register(CompileCapturePlugin(plugin._write, identity_fields), f"{PLUGIN_NAME}-compile")
 
 
 # Module-level hooks so that ``-p testcurator.plugin.capture`` works on its own.

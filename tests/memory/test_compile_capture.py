@@ -81,3 +81,18 @@ def test_compiled_graphs_are_recorded_as_compile_source(pytester: pytest.Pyteste
 
     using, as_opinfo = exercising(tmp_path / "state", "aten::silu")
     assert using == {"test_comp.py::TestComp::test_silu"} and as_opinfo == set()
+
+
+def test_plain_capture_records_outcomes_only(pytester: pytest.Pytester) -> None:
+    # --curate-capture-plain confirms a failure seen under capture: neither the dispatch mode nor
+    # the recording backend (which runs a compiled graph as aot_eager: upstream test_content_store's
+    # storage hash, compiled, failed with "xor_sum only implemented with inductor" under it).
+    pytester.makepyfile(test_comp=COMPILED_TESTS)
+    result = pytester.runpytest_subprocess("--curate-capture-ops", "ops.jsonl", "--curate-capture-plain",
+                                           "-p", "no:cacheprovider", "-k", "backward or then_fails or eager")
+    result.assert_outcomes(passed=2, failed=1)
+    recs = records(pytester.path / "ops.jsonl")
+    assert {source for _, source in recs} == {"captured"}
+    assert {name: (rec["outcome"], rec["aten"]) for (name, _), rec in recs.items()} == {
+        "test_backward_cpu_float32": ("passed", []), "test_compiled_then_fails_cpu": ("failed", []),
+        "test_eager_cpu": ("passed", [])}
