@@ -165,9 +165,28 @@ def bucket_needs(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
             return decision(req.test, "skip", f"Skip: it needs {need} ({shown}), which the {wish.quote()} excludes.",
                             (shown, wish.quote()))
         if f.hooks is not None and need in HOOKS and need not in f.hooks:
+            if runs_on_cpu_only(req):
+                d.notes.append(f"the {need} hook it needs ({shown}) not in question: it runs on CPU only (not "
+                               "device-generic, names no device) and passed there")
+                d.evidence.append(f"needs {need} ({shown}); runs on CPU only")
+                continue
             return decision(req.test, "skip", f"Skip: it needs the {need} hook ({shown}), which the backend does "
                             f"not implement.", (shown, f"backend hooks: {', '.join(sorted(f.hooks)) or 'none'}"))
     return None
+
+
+# Words by which a plain test reaches a device of its own: a device argument or string, a
+# device flag or query, the privateuse1 and accelerator APIs.
+_DEVICE_WORDS = re.compile(r"\bdevice|cuda|privateuse1|PRIVATEUSE1|accelerator|\bmps\b|\bxpu\b")
+
+
+def runs_on_cpu_only(req: BucketRequest) -> bool:
+    """A plain test (no ``device`` parameter, no device word in its source) that passed in
+    every instance the capture ran on CPU: it runs the same on any backend's CI, so a hook
+    the backend lacks cannot fail it (upstream test_out_dtype_op's torch.export tests, skipped
+    as needing the export hook, pass on OpenReg)."""
+    ran = [o for o in req.cpu_outcomes if o != "skipped"]
+    return bool(ran) and all(o == "passed" for o in ran) and not _DEVICE_WORDS.search(req.source)
 
 
 def bucket_known_missing_op(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:

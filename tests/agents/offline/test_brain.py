@@ -176,6 +176,17 @@ BUCKET_CASES = [
     (BACKEND, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "excludes"),
     (PLAIN, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "needs the compile hook"),
     (PLAIN, breq(source="s = x.to_sparse()\n"), "skip", (), (), False, "needs the sparse hook"),
+    # A plain test that names no device runs on CPU on the backend's CI too: a hook the backend
+    # lacks cannot fail it (upstream test_out_dtype_op's torch.export tests pass on OpenReg)...
+    (PLAIN, breq(source="def test_a(self):\n    ep = torch.export.export(m, (x,))\n", cpu_outcomes=("passed",)),
+     "mandatory_success", (), (), True, "it runs on CPU only (not device-generic, names no device)"),
+    # ... but not one that reaches a device, or failed on CPU, or never ran there.
+    (PLAIN, breq(source="def test_a(self):\n    ep = torch.export.export(m.to('cuda'), (x,))\n",
+                 cpu_outcomes=("passed",)), "skip", (), (), False, "needs the export hook"),
+    (PLAIN, breq(source="def test_a(self, device):\n    ep = torch.export.export(m, (x,))\n",
+                 cpu_outcomes=("passed",)), "skip", (), (), False, "needs the export hook"),
+    (PLAIN, breq(source="def test_a(self):\n    ep = torch.export.export(m, (x,))\n"), "skip", (), (), False,
+     "needs the export hook"),
     # sparse_dim() answers 0 for a dense tensor: calling it is no need for sparse (issue 22).
     (PLAIN, breq(aten_ops=("aten::sparse_dim", "aten::add.Tensor")), "mandatory_success", (), (), False, "Mandatory"),
     (PLAIN, breq(aten_ops=("aten::_sparse_coo_tensor_with_dims_and_tensors",)), "skip", (), (), False,
