@@ -8,7 +8,9 @@ declared ``supported_dtypes``, the hooks as the bucket rules read them (the prof
 the preferences' hook wishes), and the tests whose decorators, source and summary already
 show such a hook, read with the bucket rules' own feature patterns, after the index is built
 (the capture runs after it). The ATen ops a test calls can show more needs; those are known
-only once it has run, so a test is ruled out by what its text shows alone.
+only once it has run, so a test is ruled out by what its text shows alone. Not a plain
+test that names no device: it runs on CPU on the backend's CI too, so whether it passes on
+CPU decides it, whatever hooks the backend has.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ class HookNeeds:
 
     def _read(self, rel: str) -> dict[str, str]:
         from testcurator.agents.bucket import requests_for_file
-        from testcurator.agents.offline.bucket import _decos, _needs_text  # the bucket rules' own reading
+        # the bucket rules' own reading
+        from testcurator.agents.offline.bucket import _decos, _needs_text, names_no_device
         from testcurator.memory.api import Memory
 
         with Memory.open(self.state_dir) as memory:
@@ -51,7 +54,9 @@ class HookNeeds:
             needs = needed_features(req.test, _needs_text(req, _decos(req.decorators), self.backend), (),
                                     dtypes_listed=True)
             lacking = [need for need in needs if need in HOOKS and need not in self.hooks]
-            if lacking:
+            # A plain test that names no device runs on CPU on the backend's CI too: whether it
+            # passes there decides it (bucket_needs), so it is captured.
+            if lacking and not names_no_device(req):
                 out[req.test] = f"{RULED_OUT}: the test needs the {lacking[0]} hook"
         return out
 

@@ -180,13 +180,18 @@ def bucket_needs(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
 _DEVICE_WORDS = re.compile(r"\bdevice|cuda|privateuse1|PRIVATEUSE1|accelerator|\bmps\b|\bxpu\b")
 
 
+def names_no_device(req: BucketRequest) -> bool:
+    """A plain test: no ``device`` parameter, no device word in its source. It runs on CPU on
+    any backend's CI (the capture rules capture it even when it needs a hook the backend lacks)."""
+    return bool(req.source) and not _DEVICE_WORDS.search(req.source)
+
+
 def runs_on_cpu_only(req: BucketRequest) -> bool:
-    """A plain test (no ``device`` parameter, no device word in its source) that passed in
-    every instance the capture ran on CPU: it runs the same on any backend's CI, so a hook
-    the backend lacks cannot fail it (upstream test_out_dtype_op's torch.export tests, skipped
-    as needing the export hook, pass on OpenReg)."""
+    """A plain test that passed in every instance the capture ran on CPU: it runs the same on
+    any backend's CI, so a hook the backend lacks cannot fail it (upstream test_out_dtype_op's
+    torch.export tests, skipped as needing the export hook, pass on OpenReg)."""
     ran = [o for o in req.cpu_outcomes if o != "skipped"]
-    return bool(ran) and all(o == "passed" for o in ran) and not _DEVICE_WORDS.search(req.source)
+    return bool(ran) and all(o == "passed" for o in ran) and names_no_device(req)
 
 
 def bucket_known_missing_op(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:

@@ -18,14 +18,17 @@ from torch.testing._internal.common_utils import TestCase
 
 
 class TestX(TestCase):
-    def test_compiled(self):
+    def test_compiled(self, device):
+        torch.compile(lambda x: x + 1)(torch.ones(1, device=device))
+
+    def test_scripted(self, device):
+        torch.jit.script(torch.nn.ReLU()).to(device)
+
+    def test_eager(self, device):
+        torch.ones(1, device=device) + 1
+
+    def test_plain_compiled(self):
         torch.compile(lambda x: x + 1)(torch.ones(1))
-
-    def test_scripted(self):
-        torch.jit.script(torch.nn.ReLU())
-
-    def test_eager(self):
-        torch.ones(1) + 1
 '''
 
 
@@ -34,6 +37,8 @@ class TestX(TestCase):
     ({"eager_ops", "compile"}, "TestX::test_compiled", None),
     ({"eager_ops"}, "TestX::test_scripted", "the test needs the jit hook"),
     ({"eager_ops"}, "TestX::test_eager", None),
+    # Names no device: it runs on CPU on the backend's CI too, so its CPU outcome decides it.
+    ({"eager_ops"}, "TestX::test_plain_compiled", None),
 ])
 def test_a_test_whose_source_needs_a_hook_the_backend_lacks_is_ruled_out(
         tmp_path: Path, hooks: set[str], test: str, reason: str | None) -> None:
