@@ -107,6 +107,21 @@ def test_a_budget_smaller_than_one_kind_per_test_spreads_over_the_files() -> Non
     assert sel.left_out[OVER_BUDGET] == 9
 
 
+def test_a_budget_buys_every_op_once_before_an_op_in_a_second_test() -> None:
+    # Upstream test_unary_ufuncs: 50 OpInfo tests over the same ops. In plain order every test
+    # spent its turns on the alphabetically first ops, and sinh, tan, special.* ran in none.
+    ops = ("abs", "acos", "sinh", "tan")
+    records = [static(f"test_{t}_{op}_cpu_float32", f"TestOps::test_{t}", "float32", op)
+               for t in ("a", "b") for op in ops]
+    sel = select(records, None, cost=lambda rec: 1.0, budget_s=4.0)
+    assert sorted((r.generic, r.op) for r in sel.keep) == [
+        ("TestOps::test_a", "abs"), ("TestOps::test_a", "sinh"), ("TestOps::test_b", "acos"), ("TestOps::test_b", "tan")]
+    # Once every op is covered, a test takes its remaining kinds in order.
+    more = select(records, None, cost=lambda rec: 1.0, budget_s=6.0)
+    assert {(r.generic, r.op) for r in more.keep} - {(r.generic, r.op) for r in sel.keep} == {
+        ("TestOps::test_a", "acos"), ("TestOps::test_b", "abs")}
+
+
 @pytest.mark.parametrize(("dtype", "expected"), [
     ("float32", "floating"), ("float64", "floating"), ("float16", "reduced_floating"),
     ("bfloat16", "reduced_floating"), ("float8_e4m3fn", "reduced_floating"), ("int64", "integral"),
