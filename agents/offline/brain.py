@@ -32,9 +32,13 @@ Stage 3, bucket (first rule that decides wins; ``ops``/``dtypes`` only add edits
 other_device          @onlyCUDA/@onlyCPU/@onlyOn(...)/@onlyNativeDeviceTypes..., @skipMeta,
                       @skipPRIVATEUSE1, skipIf(not TEST_CUDA), a test_cuda* file -> skip
 upstream_skip         @unittest.skip -> skip; @unittest.expectedFailure -> xfail
+takes_privateuse1     on a privateuse1 backend, the test registers privateuse1's device module
+                      or renames it for a dummy of its own -> xfail (torch refuses: the
+                      backend loaded in the process holds it), needs_review
 needs                 needs a hook the backend lacks (autograd, compile, inductor, distributed,
                       sparse, quantized, nested, jit, export, onnx, amp, complex), or an area a
-                      preference excludes (double backward, multi-device) -> skip
+                      preference excludes (double backward, multi-device) -> skip; not for a
+                      plain test that names no device and passed on CPU (it runs on CPU there)
 known_missing_op      a captured ATen op is known unsupported -> skip naming it. Not
                       xfail_strict: the op cannot pass, and a run only costs CI time; the
                       op map re-admits the test when the op leaves unsupported_ops

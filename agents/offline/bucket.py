@@ -175,6 +175,23 @@ def bucket_needs(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
     return None
 
 
+# A test that registers privateuse1's device module, or renames the backend, for a dummy of its
+# own: in a process where the privateuse1 backend under test is loaded, torch refuses ("The
+# runtime module of 'openreg' has already been registered").
+_TAKES_PRIVATEUSE1 = re.compile(r"_register_device_module\(\s*[\"']privateuseone[\"']|rename_privateuse1_backend\(")
+
+
+def bucket_takes_privateuse1(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
+    match = _TAKES_PRIVATEUSE1.search(req.source) if _device_kind(backend.device) == PU1 else None
+    if match is None:
+        return None
+    line = req.source[req.source.rfind("\n", 0, match.start()) + 1:].split("\n", 1)[0]
+    return decision(req.test, "xfail", f"Xfail: it registers privateuse1's device module or name for a dummy "
+                    f"backend of its own (source: {quote(line)}), which {backend.name}, the privateuse1 backend "
+                    f"loaded in the same process, already holds; the draft confirms.", (f"source: {quote(line)}",),
+                    needs_review=True, missing=("result on device",))
+
+
 # Words by which a plain test reaches a device of its own: a device argument or string, a
 # device flag or query, the privateuse1 and accelerator APIs.
 _DEVICE_WORDS = re.compile(r"\bdevice|cuda|privateuse1|PRIVATEUSE1|accelerator|\bmps\b|\bxpu\b")
@@ -302,7 +319,7 @@ def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
 BucketRule = Callable[[BucketRequest, Facts, BackendContext, Draft], "Decision | None"]
 BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
     ("other_device", bucket_other_device), ("upstream_skip", bucket_upstream_skip),
-    ("fails_on_cpu", bucket_fails_on_cpu), ("needs", bucket_needs),
+    ("fails_on_cpu", bucket_fails_on_cpu), ("takes_privateuse1", bucket_takes_privateuse1), ("needs", bucket_needs),
     ("known_missing_op", bucket_known_missing_op), ("ops", bucket_ops), ("dtypes", bucket_dtypes),
     ("probe", bucket_probe), ("partly_fails_on_cpu", bucket_partly_fails_on_cpu), ("similar", bucket_similar),
     ("default", bucket_default),

@@ -163,6 +163,12 @@ BUCKET_CASES = [
                    aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (), False, "Mandatory"),
     (CUDA, breq(decorators=("@onlyCUDA",), aten_ops=("aten::mm",)), "mandatory_success", (), (), False, "Mandatory"),
     (BACKEND, breq(file="test_cuda_only.py"), "skip", (), (), False, "CUDA-only file"),
+    # A test that registers privateuse1's device module for a dummy of its own: the privateuse1
+    # backend loaded in the process holds it (upstream test_extension_utils, on OpenReg and curatedev).
+    (BACKEND, breq(source='def test_a(self):\n    torch._register_device_module("privateuseone", Dummy)\n'), "xfail",
+     (), (), True, "which curatedev, the privateuse1 backend loaded in the same process, already holds"),
+    (CUDA, breq(source='def test_a(self):\n    torch._register_device_module("privateuseone", Dummy)\n'),
+     "mandatory_success", (), (), True, "Mandatory"),
     (BACKEND, breq(decorators=('@unittest.skip("flaky on all platforms")',)), "skip", (), (), False,
      "upstream skips it"),
     (BACKEND, breq(decorators=("@unittest.expectedFailure",)), "xfail", (), (), False, "upstream expects it to fail"),
