@@ -23,6 +23,7 @@ from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.plugin.callspec import is_host_call, split_key
 from testcurator.runner.probe.replay import REPLAY_VERSION, ProbeResult
+from testcurator.names import split_dtypes
 from testcurator.runner.results.classify import MISSING_KERNEL
 from testcurator.vocab import PROBE_GAPS, TestKey
 
@@ -168,8 +169,7 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     for inst in map(device_calls, opmap.instance_calls()):
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
         if inst.op and inst.device is not None and inst.calls:
-            mine = {split_key(c)[0]: c for c in inst.calls
-                    if (_known(c, results, kernelless) or ("",))[0] == "missing_kernel"}
+            mine = {split_key(c)[0]: c for c in inst.calls if _op_level(c, inst, results, kernelless)}
             needs = op_needs.setdefault(inst.op, mine)
             op_needs[inst.op] = {o: c for o, c in needs.items() if o in mine}
         if inst.calls and (tests is None or key in tests):
@@ -190,6 +190,17 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
             instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps))
                             for i in rows))
     return out
+
+
+def _op_level(call: str, inst: InstanceCalls, results: Mapping[str, ProbeResult],
+              kernelless: Mapping[str, str]) -> bool:
+    """Whether ``call``'s gap belongs to the OpInfo op whatever the instance's dtype: a missing
+    kernel, or a dtype the device lacks that is not the instance's own (a conversion op:
+    upstream ``byte`` compares its uint8 result, ``eq.Tensor(uint8,uint8)``, in every dtype)."""
+    status = (_known(call, results, kernelless) or ("",))[0]
+    if status == "missing_kernel":
+        return True
+    return status == "unsupported_dtype" and not set(split_key(call)[1]) & set(split_dtypes(inst.dtype))
 
 
 def kernelless_ops(results: Mapping[str, ProbeResult]) -> dict[str, str]:

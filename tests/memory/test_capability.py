@@ -135,3 +135,32 @@ def test_an_uncaptured_ops_instance_makes_the_missing_calls_of_its_op_elsewhere(
     assert sorted(contig.instances, key=lambda i: i.op or "") == [
         ProbedInstance("float32", "_refs.exp2", gaps=(exp2,)), ProbedInstance("float32", "abs")]
     assert TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_never_ran") not in found
+
+
+def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_path: Path) -> None:
+    # Upstream test_unary_ufuncs' ``byte`` OpInfo compares its uint8 result in every input dtype:
+    # eq.Tensor(uint8,uint8), which curatedev lacks, is the op's, not the float32 instance's.
+    eq_u8, eq_f32 = "aten::eq.Tensor(uint8,uint8)", "aten::eq.Tensor(float16,float16)"
+    path = "test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::"
+
+    def rec(test: str, op: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+        return OpRecord(f"{path}{test}_{op}_cpu_{dtype}", f"TestUnaryUfuncs::{test}", source, device="cpu",
+                        dtype=dtype, op=op, calls=calls)
+
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text("".join(r.to_json() + "\n" for r in (
+        rec("test_reference_numerics_normal", "byte", "float32", "captured", (eq_u8,)),
+        # an ordinary op whose float16 instance lacks eq in float16: its own dtype, not the op's
+        rec("test_reference_numerics_normal", "abs", "float16", "captured", (eq_f32,)),
+        rec("test_contig_size1", "neg", "float32", "captured", (ADD,)),
+        rec("test_contig_size1", "byte", "bfloat16", "static"),
+        rec("test_contig_size1", "abs", "float32", "static"))))
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    found = probe_evidence(opmap, {eq_u8: ProbeResult(eq_u8, "unsupported_dtype", "not implemented for 'Byte'"),
+                                   eq_f32: ProbeResult(eq_f32, "unsupported_dtype", "not implemented for 'Half'"),
+                                   ADD: ProbeResult(ADD, "works")})
+    opmap.close()
+    contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
+    assert sorted(contig.instances, key=lambda i: i.op or "") == [
+        ProbedInstance("bfloat16", "byte", gaps=(eq_u8,)), ProbedInstance("float32", "neg")]

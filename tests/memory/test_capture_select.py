@@ -192,3 +192,12 @@ def test_a_projection_finds_its_calls_examples_on_other_records() -> None:
                     dtype="float32", op="add", calls=("aten::neg(float32)",))
     add64 = next(r for r in project(RECORDS, [first, done], sel) if r.nodeid.endswith("test_out_add_cpu_float64"))
     assert json.loads(add64.examples["aten::neg(float64)"])["args"][0]["tensor"] == "float64"
+
+
+def test_a_tests_floating_kind_of_an_op_comes_before_its_bool_kind() -> None:
+    # Upstream test_reference_numerics_* skips itself in bool: captured through bool alone, an op
+    # (lgamma, atan...) ran no call at all, and nothing was known of the kernels it needs.
+    records = [static(f"test_r_{op}_cpu_{dt}", "TestOps::test_r", dt, op) for op in ("atan", "lgamma")
+               for dt in ("bool", "float32")]
+    sel = select(records, None, cost=lambda rec: 1.0, budget_s=2.0)
+    assert sorted((r.op, r.dtype) for r in sel.keep) == [("atan", "float32"), ("lgamma", "float32")]
