@@ -78,7 +78,9 @@ exclusions            variants failing on every attempt whose dtype (or op, or m
                       run); failures none of these explain that all share one @parametrize
                       value no other variant has -> exclude_params (``shape=2x3``); then:
 crash                 an unexcludable crash or timeout -> skip (it takes down the worker)
-consistent_failure    every remaining variant fails -> xfail_strict (class + evidence line)
+consistent_failure    every remaining variant fails -> xfail_strict (class + evidence line);
+                      xfail when it fails on CPU too (upstream's failure: its pass depends
+                      on order and environment, and says nothing of the backend)
 partial_failure       unexcludable failures beside passes -> xfail, needs_review
 intermittent          a variant fails on its last attempt after passing -> xfail, review
 passed                xfail_strict -> mandatory_success (promotion); xfail -> promoted when
