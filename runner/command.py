@@ -42,6 +42,9 @@ class RunSpec:
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
     shard: str | None = None  # "K/N": only that shard of the selection (testcurator.sharding)
     durations: Path | None = None  # pytest-split .test_durations file the shard split reads (a leg: the snapshot)
+    # ``file::Class::test`` keys whose failures are not retried: they fail on CPU too, the same way
+    # (upstream test_testing's 1,162 OpInfoSampleFunctions instances: 4 minutes of a corpus draft)
+    settled: frozenset[str] = frozenset()
 
     @property
     def cwd(self) -> Path:

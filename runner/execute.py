@@ -10,7 +10,8 @@ log and reruns whatever xdist gave up on.
 
 Retries: failing tests (failed, error, crashed, timeout) run again, up to ``spec.retries``
 times, in separate invocations; a failure the dispatcher decided (no kernel for the op or the
-dtype: ``DETERMINISTIC_CLASSES``) is not retried, it would fail the same way. A test that passes on a retry is *flaky*: its record keeps
+dtype: ``DETERMINISTIC_CLASSES``) is not retried, it would fail the same way; nor is a test
+the pipeline knows to fail on CPU too (``spec.settled``). A test that passes on a retry is *flaky*: its record keeps
 the passing outcome, ``flaky=True``, ``failure_class='transient'`` and evidence naming the
 first failure. A test that fails every attempt keeps its first classification (consistent).
 
@@ -275,7 +276,7 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
             # A missing kernel fails the same way every time: retrying thousands of them (a young
             # backend on the real corpus: 8,189 of 10,000 failures) only doubled the draft.
             failing = [k for k, r in records.items() if r.is_failure and not r.flaky and TestKey.parse(k).test
-                       and r.failure_class not in DETERMINISTIC_CLASSES]
+                       and r.failure_class not in DETERMINISTIC_CLASSES and not _settled(spec, k, r)]
             if not failing:
                 break
             retry = _Pass(spec, f"retry{attempt - 1}", progress, env)
@@ -292,6 +293,11 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
         manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
         write_manifest(spec.out_dir / "manifest.json", manifest)
     return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
+
+
+def _settled(spec: RunSpec, key: str, record: TestRecord) -> bool:
+    """Whether the pipeline knows ``record``'s test to fail on CPU too (``spec.settled``)."""
+    return bool(spec.settled) and str(TestKey.of(TestKey.parse(key).file, record.generic or "")) in spec.settled
 
 
 def _order(known: Sequence[str], records: dict[str, TestRecord]) -> list[str]:

@@ -19,6 +19,8 @@ from testcurator.errors import ExecutionError
 from testcurator.pipelines import decide
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
+from testcurator.memory.evidence import read_evidence
+from testcurator.memory.stage import EVIDENCE
 from testcurator.memory.run_identity import config_digest
 from testcurator.pipelines.emit_guard import check_before_disk
 from testcurator.pipelines.nights.assess import Assessment, quarantine_decision
@@ -34,7 +36,7 @@ from testcurator.runner.shards.run import run_sharded
 from testcurator.runner.results.records import read_jsonl
 from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.verdict import verdict
-from testcurator.vocab import UNEXPECTED_PASS, TestKey
+from testcurator.vocab import FAILING, UNEXPECTED_PASS, TestKey
 
 EXEC_CONFIG = "exec_config"
 STANDING = "standing"  # the configs of --out as they stood when the run started (nightly/judge.py)
@@ -83,8 +85,10 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
     return make_executor(ctx.executor, ExecutorOptions(resources=res, say=ctx.say))
 
 
-def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int) -> list[Any]:
-    """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it)."""
+def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int,
+              settled: frozenset[str] = frozenset()) -> list[Any]:
+    """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it);
+    failures of the ``settled`` tests are not retried."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
@@ -93,12 +97,21 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
                 if ctx.only_tests else ())
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
-                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep)
+                       env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
+                       settled=settled)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
                         source="draft" if out == "exec" else out,
                         progress=LineProgress("execute" if out == "exec" else out, ctx.say))
     return read_jsonl(done)
+
+
+def failing_on_cpu(store: RunStore) -> frozenset[str]:
+    """The tests every instance of which the capture saw fail on CPU: the draft does not retry
+    their failures (they fail the same way there; a retry measures flakiness, not this)."""
+    evidence = read_evidence(store.path(EVIDENCE))
+    return frozenset(str(key) for key, ev in evidence.items()
+                     if ev.cpu and all(o in FAILING for o in ev.cpu.values()))
 
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:
@@ -108,7 +121,7 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
     if reused:
         ctx.say(f"execute: nothing changed since run {reused} (backend, torch, tree, draft config, settings): its "
                 "draft results are tonight's; the standing configs ran tonight (judge)")
-    records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries)
+    records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries, failing_on_cpu(store))
     result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
     if result.infrastructure:
         # Refining on a draft pytest did not run would curate from nothing: stop here, and

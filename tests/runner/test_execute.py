@@ -280,3 +280,13 @@ def test_a_missing_kernel_is_not_retried(tmp_path: Path) -> None:
     missing, wrong = got["test_missing.py::test_missing_kernel"], got["test_missing.py::test_wrong"]
     assert (missing.outcome, missing.failure_class, missing.attempts) == ("failed", "unsupported_op", 1)
     assert (wrong.outcome, wrong.attempts) == ("failed", 3)  # anything else is still retried
+
+
+def test_a_test_known_to_fail_on_cpu_too_is_not_retried(tmp_path: Path) -> None:
+    # The pipeline passes the tests its CPU capture saw fail (upstream test_testing's
+    # OpInfoSampleFunctions: 1,162 instances that fail the same way on every device).
+    path = _write(tmp_path, "test_missing.py", MISSING_KERNEL.replace("raise NotImplementedError", "assert 0, "))
+    got = _run(tmp_path, path, timeout=60, retries=2, settled=frozenset({"test_missing.py::test_missing_kernel"}))
+    settled, wrong = got["test_missing.py::test_missing_kernel"], got["test_missing.py::test_wrong"]
+    assert (settled.outcome, settled.attempts) == ("failed", 1)
+    assert (wrong.outcome, wrong.attempts) == ("failed", 3)
