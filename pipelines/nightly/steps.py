@@ -110,8 +110,8 @@ def failing_on_cpu(store: RunStore) -> frozenset[str]:
     """The tests every instance of which the capture saw fail on CPU: the draft does not retry
     their failures (they fail the same way there; a retry measures flakiness, not this)."""
     evidence = read_evidence(store.path(EVIDENCE))
-    return frozenset(str(key) for key, ev in evidence.items()
-                     if ev.cpu and all(o in FAILING for o in ev.cpu.values()))
+    ran = {key: [o for o in ev.cpu.values() if o != "skipped"] for key, ev in evidence.items()}
+    return frozenset(str(key) for key, outcomes in ran.items() if outcomes and all(o in FAILING for o in outcomes))
 
 
 def execute_draft(ctx: RunContext, store: RunStore) -> None:

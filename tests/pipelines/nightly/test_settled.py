@@ -16,7 +16,8 @@ def test_only_tests_every_captured_instance_of_which_failed_on_cpu_are_settled(t
     f = "test/test_testing.py"
     write_evidence(store.path(EVIDENCE), {
         TestKey.of(f, "TestOpInfoSampleFunctions::test_opinfo_sample_generators"):
-            TestEvidence(cpu={"a_cpu_float32": "failed", "b_cpu_float32": "error"}),
+            TestEvidence(cpu={"a_cpu_float32": "failed", "b_cpu_float32": "error", "c_cpu_bool": "skipped"}),
+        TestKey.of(f, "TestTesting::test_skipped"): TestEvidence(cpu={"a": "skipped"}),
         TestKey.of(f, "TestTesting::test_partly"): TestEvidence(cpu={"a": "failed", "b": "passed"}),
         TestKey.of(f, "TestTesting::test_passes"): TestEvidence(cpu={"a": "passed"}),
         TestKey.of(f, "TestTesting::test_never_captured"): TestEvidence(),
