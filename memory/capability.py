@@ -159,7 +159,8 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
 
     An @ops instance no capture ran (the budget leaves most of test_unary_ufuncs' 25,595 out)
     makes, as far as is known, the calls every captured instance of its OpInfo op makes in any
-    test and that have no kernel on the device: upstream ``_refs.exp2`` calls ``aten::exp2.out``
+    test and that have no kernel on the device (or a dtype it lacks that is not the instance's
+    own: :func:`_op_level`): upstream ``_refs.exp2`` calls ``aten::exp2.out``
     in each of its 4 captured tests, so test_contig_size1's uncaptured ``_refs.exp2`` variants
     are excluded as the probe's, where they failed in the draft with unsupported_op. Only for
     a test with captured instances: of a test none of whose instances ran, too little is known."""
