@@ -42,8 +42,8 @@ class HookNeeds:
 
     def _read(self, rel: str) -> dict[str, str]:
         from testcurator.agents.bucket import requests_for_file
-        # the bucket rules' own reading
-        from testcurator.agents.offline.bucket import _decos, _needs_text, names_no_device
+        from testcurator.agents.offline.bucket import _decos, _needs_text  # the bucket rules' own reading
+        from testcurator.agents.offline.facts import names_no_device
         from testcurator.memory.api import Memory
 
         with Memory.open(self.state_dir) as memory:

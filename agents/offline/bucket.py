@@ -13,7 +13,7 @@ from testcurator.agents.offline.rules import (
     COMPLEX_DTYPES, CPU_FAILED, MODE_WORD, QUANTIZED_DTYPES, Wish, decision, effective_hooks, names, needed_features, quote,
     wishes_for,
 )
-from testcurator.agents.offline.facts import Deco, Draft, Facts
+from testcurator.agents.offline.facts import Deco, Draft, Facts, runs_on_cpu_only
 from testcurator.agents.offline.probe import bucket_probe
 from testcurator.agents.offline.scope import path_facts
 from testcurator.config.profile import HOOKS
@@ -190,25 +190,6 @@ def bucket_takes_privateuse1(req: BucketRequest, f: Facts, backend: BackendConte
                     f"backend of its own (source: {quote(line)}), which {backend.name}, the privateuse1 backend "
                     f"loaded in the same process, already holds; the draft confirms.", (f"source: {quote(line)}",),
                     needs_review=True, missing=("result on device",))
-
-
-# Words by which a plain test reaches a device of its own: a device argument or string, a
-# device flag or query, the privateuse1 and accelerator APIs.
-_DEVICE_WORDS = re.compile(r"\bdevice|cuda|privateuse1|PRIVATEUSE1|accelerator|\bmps\b|\bxpu\b")
-
-
-def names_no_device(req: BucketRequest) -> bool:
-    """A plain test: no ``device`` parameter, no device word in its source. It runs on CPU on
-    any backend's CI (the capture rules capture it even when it needs a hook the backend lacks)."""
-    return bool(req.source) and not _DEVICE_WORDS.search(req.source)
-
-
-def runs_on_cpu_only(req: BucketRequest) -> bool:
-    """A plain test that passed in every instance the capture ran on CPU: it runs the same on
-    any backend's CI, so a hook the backend lacks cannot fail it (upstream test_out_dtype_op's
-    torch.export tests, skipped as needing the export hook, pass on OpenReg)."""
-    ran = [o for o in req.cpu_outcomes if o != "skipped"]
-    return bool(ran) and all(o == "passed" for o in ran) and names_no_device(req)
 
 
 def bucket_known_missing_op(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:

@@ -1,4 +1,5 @@
-"""What the offline brain's bucket rules know about one test, and the edits they build up.
+"""What the offline brain's bucket rules know about one test, and the edits they build up;
+and whether a plain test runs on CPU only (the capture rules read that too).
 
 Apart from the rules (agents/offline/bucket.py, and the probe rule in
 agents/offline/probe.py, which the bucket's rule table lists) so that both read them
@@ -7,8 +8,10 @@ without importing each other.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from testcurator.agents.brain import BucketRequest
 from testcurator.agents.offline.rules import Wish
 
 
@@ -44,3 +47,22 @@ class Facts:
     hooks: frozenset[str] | None
     wishes: tuple[Wish, ...]
     needs: dict[str, str]
+
+
+# Words by which a plain test reaches a device of its own: a device argument or string, a
+# device flag or query, the privateuse1 and accelerator APIs.
+_DEVICE_WORDS = re.compile(r"\bdevice|cuda|privateuse1|PRIVATEUSE1|accelerator|\bmps\b|\bxpu\b")
+
+
+def names_no_device(req: BucketRequest) -> bool:
+    """A plain test: no ``device`` parameter, no device word in its source. It runs on CPU on
+    any backend's CI (the capture rules capture it even when it needs a hook the backend lacks)."""
+    return bool(req.source) and not _DEVICE_WORDS.search(req.source)
+
+
+def runs_on_cpu_only(req: BucketRequest) -> bool:
+    """A plain test that passed in every instance the capture ran on CPU: it runs the same on
+    any backend's CI, so a hook the backend lacks cannot fail it (upstream test_out_dtype_op's
+    torch.export tests, skipped as needing the export hook, pass on OpenReg)."""
+    ran = [o for o in req.cpu_outcomes if o != "skipped"]
+    return bool(ran) and all(o == "passed" for o in ran) and names_no_device(req)
