@@ -165,12 +165,19 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     are excluded as the probe's, where they failed in the draft with unsupported_op. Only for
     a test with captured instances: of a test none of whose instances ran, too little is known."""
     kernelless = kernelless_ops(results)
+    memo: dict[str, tuple[str, str] | None] = {}
+
+    def known(call: str) -> tuple[str, str] | None:  # each call's status once, for both loops below
+        if call not in memo:
+            memo[call] = _known(call, results, kernelless)
+        return memo[call]
+
     per_test: dict[TestKey, list[InstanceCalls]] = {}
     op_needs: dict[str, dict[str, str]] = {}
     for inst in map(device_calls, opmap.instance_calls()):
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
         if inst.op and inst.device is not None and inst.calls:
-            mine = {split_key(c)[0]: c for c in inst.calls if _op_level(c, inst, results, kernelless)}
+            mine = {split_key(c)[0]: c for c in inst.calls if _op_level(c, known(c), inst)}
             needs = op_needs.setdefault(inst.op, mine)
             op_needs[inst.op] = {o: c for o, c in needs.items() if o in mine}
         if inst.calls and (tests is None or key in tests):
@@ -182,9 +189,9 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}
-        known = {c: _known(c, results, kernelless) for c in used}
-        status = {c: r[0] if r is not None else "not_probed" for c, r in known.items()}
-        gaps = {c: r for c, r in known.items() if r is not None and r[0] in PROBE_GAPS}
+        found = {c: known(c) for c in used}
+        status = {c: r[0] if r is not None else "not_probed" for c, r in found.items()}
+        gaps = {c: r for c, r in found.items() if r is not None and r[0] in PROBE_GAPS}
         out[key] = ProbeEvidence(
             gaps=gaps, works=sum(s == "works" for s in status.values()),
             not_probed=sum(s == "not_probed" for s in status.values()),
@@ -193,12 +200,12 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     return out
 
 
-def _op_level(call: str, inst: InstanceCalls, results: Mapping[str, ProbeResult],
-              kernelless: Mapping[str, str]) -> bool:
-    """Whether ``call``'s gap belongs to the OpInfo op whatever the instance's dtype: a missing
-    kernel, or a dtype the device lacks that is not the instance's own (a conversion op:
-    upstream ``byte`` compares its uint8 result, ``eq.Tensor(uint8,uint8)``, in every dtype)."""
-    status = (_known(call, results, kernelless) or ("",))[0]
+def _op_level(call: str, known: tuple[str, str] | None, inst: InstanceCalls) -> bool:
+    """Whether ``call``'s gap (``known``: its status and error) belongs to the OpInfo op whatever
+    the instance's dtype: a missing kernel, or a dtype the device lacks that is not the
+    instance's own (a conversion op: upstream ``byte`` compares its uint8 result,
+    ``eq.Tensor(uint8,uint8)``, in every dtype)."""
+    status = known[0] if known is not None else ""
     if status == "missing_kernel":
         return True
     return status == "unsupported_dtype" and not set(split_key(call)[1]) & set(split_dtypes(inst.dtype))
