@@ -10,8 +10,9 @@ compacted runs go too.
 
 from __future__ import annotations
 
+import functools
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,11 @@ def draft_reused(store: RunStore) -> bool:
 def phase_records(store: RunStore, phase: str) -> list[TestRecord]:
     path = store.path(PHASE_DIRS[phase], "results.jsonl")
     return read_jsonl(path) if path.is_file() else []
+
+
+def first_phase(read: Callable[[str], list[TestRecord]], order: Sequence[str]) -> list[TestRecord]:
+    """The records of the first phase of ``order`` that has any (none: empty)."""
+    return next((recs for phase in order if (recs := read(phase))), [])
 
 
 def assess_night(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Assessment:
@@ -154,11 +160,12 @@ def close_night(ctx: RunContext, store: RunStore, files: Sequence[str], code: in
     if now is None:
         return None
     now = identity.finished(now, ctx, code)
-    curated = next((recs for p in ("verify", "judge", "draft") if (recs := phase_records(store, p))), [])
+    read = functools.cache(lambda phase: phase_records(store, phase))  # a phase's results read once
+    curated = first_phase(read, ("verify", "judge", "draft"))  # coverage: the configs as written
     hashes = identity.test_hashes(ctx, files)
     with History(ctx.state_dir) as history:
         # Tonight's statuses from one phase, as history's (STATUS_PHASES): judge, else verify.
-        tonight = next((recs for p in STATUS_PHASES if (recs := phase_records(store, p))), [])
+        tonight = first_phase(read, STATUS_PHASES)
         data = since.since(history, now, tonight, hashes,
                            read_assessment(store), since.config_changes(standing_dir(store), ctx.configs_dir),
                            passing_per_file(curated), pending)
