@@ -16,10 +16,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +177,7 @@ def _confirm_failures(torch_root: Path, records: list[OpRecord], folder: Path, *
     changed = {n: p for n, p in plain.items() if p.outcome != "failed"}
     if changed:
         say(f"capture: {len(changed)} of them passed without the mode (its failure is not the test's)")
-    return [dataclasses.replace(r, outcome=changed[r.nodeid].outcome, failure=changed[r.nodeid].failure)
+    return [replace(r, outcome=changed[r.nodeid].outcome, failure=changed[r.nodeid].failure)
             if r.nodeid in changed and r.source == "captured" else r for r in records], len(changed)
 
 
