@@ -149,7 +149,10 @@ class _Pass:
         current = dict(self.records)
         if fold is not None:
             current.update(fold.finished_records())
-        total = len(set(self.known) | (set(fold.collected) if fold else set())) or None
+        # ``known`` holds instance keys, the fold's collection node ids: a later process's node
+        # ids count by their keys, or every test of a rerun after a crash counts twice.
+        collected = {fold.keys.get(n, n) for n in fold.collected} if fold else set()
+        total = len(set(self.known) | collected) or None
         self.progress.update(len(current), counts(current.values()), total)
 
     def _invoke(self, targets: Sequence[str], workers: int, round_no: int) -> tuple[EventFold, Invocation]:

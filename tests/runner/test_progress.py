@@ -83,3 +83,33 @@ def test_a_real_run_reports_its_phases_in_order(tmp_path: Path) -> None:
     assert phases == ["run", "retry1", "merging"]
     assert sink.events[0] == ("phase", "run", None)  # named before pytest reports anything: collecting
     assert (tmp_path / "out" / "results.jsonl").is_file()
+
+
+def test_the_total_stays_the_count_of_tests_after_a_crash(tmp_path: Path) -> None:
+    # Instantiated classes give node ids (TestCrashCPU::...) unlike the instance keys
+    # (TestCrash::...): the rerun after the crash must count its tests by key, once.
+    test = tmp_path / "test_crash.py"
+    test.write_text(textwrap.dedent('''
+        import os, signal
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests
+        from torch.testing._internal.common_utils import TestCase
+
+        class TestCrash(TestCase):
+            def test_a(self, device):
+                pass
+
+            def test_b(self, device):
+                os.kill(os.getpid(), signal.SIGSEGV)
+
+            def test_c(self, device):
+                pass
+
+        instantiate_device_type_tests(TestCrash, globals(), only_for="cpu")
+    '''))
+    sink = Recording()
+    spec = RunSpec(out_dir=tmp_path / "out", paths=(str(test),), rootdir=tmp_path, timeout=60, retries=0,
+                   extra_args=("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio"))
+    result = execute(spec, sink)
+    assert sorted(r.outcome for r in result.records) == ["crashed", "passed", "passed"]
+    totals = {e[2] for e in sink.events if e[0] == "update" and e[2] is not None}
+    assert totals == {3}
