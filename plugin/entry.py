@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.plugin import capture, events, labels, only, shard, tiers
+from testcurator.plugin import capture, events, isolate, labels, only, shard, tiers
 
-_EXTENSIONS = (capture, events, tiers, shard, labels, only)
+_EXTENSIONS = (capture, events, tiers, shard, labels, only, isolate)
 
 
 def _existing_path(value: str) -> Path:

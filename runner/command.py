@@ -45,6 +45,9 @@ class RunSpec:
     # ``file::Class::test`` keys whose failures are not retried: they fail on CPU too, the same way
     # (upstream test_testing's 1,162 OpInfoSampleFunctions instances: 4 minutes of a corpus draft)
     settled: frozenset[str] = frozenset()
+    # Dtypes whose tests each run in a forked process (--curate-isolate, plugin/isolate.py): the
+    # dtypes of calls the probe saw kill the process, so a crash costs a fork, not a worker.
+    isolate: frozenset[str] = frozenset()
 
     @property
     def cwd(self) -> Path:
@@ -166,6 +169,8 @@ def pytest_command(
     if spec.backend:
         backend = Path(spec.backend)
         cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
+    if spec.isolate:
+        cmd.append(f"--curate-isolate={','.join(sorted(spec.isolate))}")
     if workers > 1:
         cmd += ["-n", str(workers)]
     return cmd + tree_options(spec.cwd, argsfile.parent) + list(spec.extra_args)

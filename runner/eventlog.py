@@ -9,7 +9,9 @@ the lines into :class:`~testcurator.runner.results.records.TestRecord`:
 - a test with a ``start`` but no ``finish`` once the process has ended is the one that
   was running when its process died: ``timeout`` if the fault file holds faulthandler's
   ``Timeout (h:mm:ss)!`` dump, otherwise ``crashed`` (signal from the fault text, the
-  return code, or xdist's "worker 'gw0' crashed while running ..." report).
+  return code, or xdist's "worker 'gw0' crashed while running ..." report);
+- a test run in a forked child that died (``--curate-isolate``) finishes with a failed
+  report that says so: ``crashed`` too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.names import params_from, parse_name
+from testcurator.plugin.isolate import report_died
 from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey, instance_key
@@ -178,11 +181,15 @@ def _phase_outcome(reports: list[dict[str, Any]]) -> tuple[str, str | None]:
 
 def record_from_reports(state: _TestState) -> TestRecord:
     outcome, text = _phase_outcome(state.reports)
+    if outcome == "failed" and report_died(text):  # its forked child died (plugin/isolate.py)
+        outcome = "crashed"
     duration = sum(float(r.get("duration") or 0.0) for r in state.reports)
     failure_class = evidence = None
     if outcome in FAILING:
         result = classify(text, outcome=outcome)
         failure_class, evidence = result.failure_class, result.evidence
+        if outcome == "crashed" and failure_class == "timeout":  # the child outlived the hang guard
+            outcome = "timeout"
     return TestRecord(
         nodeid=state.nodeid, outcome=outcome, duration=duration, failure_class=failure_class,
         evidence=evidence, failure_text=truncate(text) if outcome in FAILING else truncate(text, 500),

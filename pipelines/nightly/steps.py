@@ -19,6 +19,7 @@ from testcurator.errors import ExecutionError
 from testcurator.pipelines import decide
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
+from testcurator.memory.capability import crash_dtypes, read_probe_evidence
 from testcurator.memory.evidence import read_evidence
 from testcurator.memory.stage import EVIDENCE
 from testcurator.memory.run_identity import config_digest
@@ -86,9 +87,10 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 
 
 def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int,
-              settled: frozenset[str] = frozenset()) -> list[Any]:
+              settled: frozenset[str] = frozenset(), isolate: frozenset[str] = frozenset()) -> list[Any]:
     """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it);
-    failures of the ``settled`` tests are not retried."""
+    failures of the ``settled`` tests are not retried; the tests of the ``isolate`` dtypes
+    each run in a forked process."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
@@ -98,7 +100,7 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
-                       settled=settled)
+                       settled=settled, isolate=isolate)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
                         source="draft" if out == "exec" else out,
@@ -121,7 +123,11 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
     if reused:
         ctx.say(f"execute: nothing changed since run {reused} (backend, torch, tree, draft config, settings): its "
                 "draft results are tonight's; the standing configs ran tonight (judge)")
-    records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries, failing_on_cpu(store))
+    isolate = crash_dtypes(read_probe_evidence(store.path(PROBE_EVIDENCE)))
+    if isolate and not reused:
+        ctx.say(f"execute: each test of {', '.join(sorted(isolate))} runs in a forked process of its own: the probe "
+                "saw calls of those dtypes kill the process (a crash then ends one test, not a worker)")
+    records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries, failing_on_cpu(store), isolate)
     result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
     if result.infrastructure:
         # Refining on a draft pytest did not run would curate from nothing: stop here, and

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from testcurator.memory.capability import (
-    CapabilityTable, ProbedInstance, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
+    crash_dtypes,
+    CapabilityTable, ProbedInstance, ProbeEvidence, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
 )
 from testcurator.config.profile import BackendProfile
 from testcurator.memory.opmap import OpMap
@@ -164,3 +165,20 @@ def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_
     contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
     assert sorted(contig.instances, key=lambda i: i.op or "") == [
         ProbedInstance("bfloat16", "byte", gaps=(eq_u8,)), ProbedInstance("float32", "neg")]
+
+
+def test_the_draft_isolates_the_dtypes_of_the_calls_that_killed_the_probe() -> None:
+    def ev(*gaps: tuple[str, str, str]) -> ProbeEvidence:
+        return ProbeEvidence(gaps={call: (status, error) for call, status, error in gaps})
+
+    evidence = {
+        TestKey.parse("test_ops_gradients.py::TestBwdGradients::test_fn_grad"): ev(
+            ("aten::_conj(complex128)", "crash", "the process died (signal SIGSEGV)"),
+            ("aten::_neg_view(float64)", "crash", "the process died (signal SIGSEGV)"),
+            ("aten::add.Tensor(float16,float16)", "missing_kernel", "Could not run")),
+        TestKey.parse("test_x.py::TestX::test_hang"): ev(("aten::mm(bfloat16,bfloat16)", "crash", "hang: no result after 60s")),
+        TestKey.parse("test_x.py::TestX::test_ok"): ev(),
+    }
+    # a hang is not isolated (the bucket skips the test); a missing kernel fails, it kills nothing
+    assert crash_dtypes(evidence) == {"complex128", "float64"}
+    assert crash_dtypes({}) == frozenset()

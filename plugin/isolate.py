@@ -1,0 +1,185 @@
+"""``--curate-isolate DTYPE[,DTYPE...]``: run each test of those dtypes in a forked process.
+
+A test that kills its process (a segfault in the backend) takes its pytest process with it:
+under xdist the worker is replaced and the replacement collects the whole selection again
+(about a minute for 37,000 instances on 2 cores), and every crash pays it. On OpenReg the
+probe found ``aten::_conj`` (complex128) and ``aten::_neg_view`` (float64) killing the
+process, and about half of the gradient files' complex instances make such a call: a draft
+of the whole corpus would have paid that minute a thousand times. The pipeline therefore
+names the dtypes of the calls its probe saw crash, and each instance of them (an instance of
+a dtype pair counts by either member) runs in a child forked from the process that collected
+it: a crash ends the child, and is reported as one for that test; the process goes on.
+
+The child runs pytest's own per-test protocol (setup, call, teardown) without reporting, and
+sends its reports back serialized as xdist sends them (``pytest_report_to_serializable``: plain
+dicts, pickled into a file of the parent's);
+the parent reports them as its own, so the event log, JUnit XML and an xdist controller see
+an ordinary test. A child that dies leaves a failed ``call`` report whose text starts with
+:data:`DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
+child's faulthandler output. The child dies with its parent (a hung test under the per-test
+timeout: the parent's faulthandler exits it, see events.py). Fixtures a child sets up live
+and end in the child: a class fixture is set up again in the next child or in the parent.
+Linux (``os.fork``) only; elsewhere the option runs tests as usual.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import select
+import signal
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pytest.runner import runtestprotocol
+
+from testcurator.names import split_dtypes
+from testcurator.plugin.identity import IDENTITY_KEY, item_identity
+from testcurator.plugin.optionset import first_time
+
+PLUGIN_NAME = "testcurator-isolate"
+DIED = "testcurator: the forked process running this test died"
+
+
+def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
+    if not first_time(parser, "isolate"):
+        return
+    group.addoption("--curate-isolate", dest="curate_isolate", default=None, metavar="DTYPE[,DTYPE...]",
+                    type=lambda v: frozenset(d.strip() for d in v.split(",") if d.strip()),
+                    help="run each test of these dtypes in a forked process of its own, so that a crash ends "
+                         "only that test ('all': every test)")
+
+
+def configure(config: pytest.Config) -> None:
+    dtypes = config.getoption("curate_isolate", None)
+    if not dtypes or not hasattr(os, "fork") or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    config.pluginmanager.register(IsolatePlugin(dtypes), PLUGIN_NAME)
+
+
+class IsolatePlugin:
+    def __init__(self, dtypes: frozenset[str]) -> None:
+        self.dtypes = dtypes
+
+    def wanted(self, item: pytest.Item) -> bool:
+        if "all" in self.dtypes:
+            return True
+        ident = item.stash.get(IDENTITY_KEY, None) or item_identity(item)
+        return any(d in self.dtypes for d in split_dtypes(ident.dtype))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        if not self.wanted(item):
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for report in run_forked(item, nextitem, item.config.getoption("curate_timeout", None)):
+            ihook.pytest_runtest_logreport(report=report)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+
+def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float | None) -> list[pytest.TestReport]:
+    """The test's reports from a forked child, or one crash (or timeout) report if it died."""
+    config = item.config
+    # The per-test hang guard's watchdog is a thread, and a thread does not survive a fork: a
+    # child that cancels it (pytest's faulthandler plugin does, on every failure) waits for
+    # that thread forever. Cancelled here, the guard is this wait's own timeout instead.
+    faulthandler.cancel_dump_traceback_later()
+    with tempfile.TemporaryDirectory(prefix="curate-isolate-") as tmp:
+        out, fault = Path(tmp, "reports.pickle"), Path(tmp, "fault")
+        start = time.time()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child(item, nextitem, out, fault)
+        status = _wait(pid, timeout)
+        stop = time.time()
+        data = pickle.loads(out.read_bytes()) if out.exists() else []
+        reports = [config.hook.pytest_report_from_serializable(config=config, data=d) for d in data]
+        if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and any(r.when == "teardown" for r in reports):
+            return reports
+        text = fault.read_text(encoding="utf-8", errors="replace") if fault.exists() else ""
+        if status is None:  # it hung: the same words as the guard's, for the same outcome
+            text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
+        return [*[r for r in reports if r.when == "setup" and r.passed], _died(item, status, text, start, stop)]
+
+
+def _wait(pid: int, timeout: float | None) -> int | None:
+    """The child's wait status; None when it outlived ``timeout`` (then it was killed: first
+    SIGABRT, so that its faulthandler writes where it was)."""
+    if not timeout:
+        return os.waitpid(pid, 0)[1]
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: poll
+        fd = None
+    if fd is not None:
+        try:
+            if select.select([fd], [], [], timeout)[0]:
+                return os.waitpid(pid, 0)[1]
+        finally:
+            os.close(fd)
+    else:
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.005)
+    os.kill(pid, signal.SIGABRT)
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def _child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Path) -> None:
+    code = 1
+    try:
+        _die_with_parent()
+        # Its own file: the parent's fault file is read by the runner for the parent's deaths.
+        handle = fault.open("w", encoding="utf-8")
+        faulthandler.enable(file=handle, all_threads=True)
+        reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        config = item.config
+        # Plain dicts, as xdist sends them; pickled, so a skip's (path, line, reason) stays a tuple.
+        data = [config.hook.pytest_report_to_serializable(config=config, report=report) for report in reports]
+        out.write_bytes(pickle.dumps(data))
+        code = 0
+    except BaseException:  # a report could not be made: the parent reports the child's end
+        import traceback
+
+        traceback.print_exc(file=sys.__stderr__)
+    finally:
+        os._exit(code)  # no atexit, no session teardown, nothing sent to an xdist controller
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _died(item: pytest.Item, status: int | None, fault: str, start: float, stop: float) -> pytest.TestReport:
+    if status is None:
+        how = "killed after the per-test timeout"
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        how = f"signal {signal.Signals(sig).name}" if sig in signal.valid_signals() else f"signal {sig}"
+    else:
+        how = f"exit code {os.WEXITSTATUS(status)}, no report"
+    text = f"{DIED} ({how}) while running {item.nodeid}\n{fault}".rstrip()
+    return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed", text, "call",
+                             duration=stop - start, start=start, stop=stop, user_properties=list(item.user_properties))
+
+
+def report_died(longrepr: Any) -> bool:
+    """Whether a report's text is a dead child's (the runner's crash, not a test failure)."""
+    return isinstance(longrepr, str) and longrepr.startswith(DIED)

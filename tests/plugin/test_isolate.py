@@ -1,0 +1,102 @@
+"""--curate-isolate: the tests of the named dtypes run in forked processes; a crash ends one test."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from testcurator.plugin.isolate import DIED
+from testcurator.runner.command import RunSpec
+from testcurator.runner.execute import execute
+
+pytest_plugins = ("pytester",)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks (os.fork), Linux only")
+
+# Our own PyTorch-style file: the float64 instance kills its process, as OpenReg's complex
+# conj did; a class fixture set up in the parent, and a test after the crash.
+CRASHY = '''\
+import os
+import signal
+
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestCrashy(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.seen = os.getpid()
+
+    @dtypes(torch.float32, torch.float64)
+    def test_conj(self, device, dtype):
+        if dtype == torch.float64:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        self.assertEqual(torch.ones(2, dtype=dtype).sum().item(), 2)
+
+    @dtypes(torch.float64)
+    def test_fails(self, device, dtype):
+        self.assertEqual(1, 2, msg="a plain failure in the child")
+
+    def test_after(self, device):
+        self.assertTrue(self.seen)
+
+
+instantiate_device_type_tests(TestCrashy, globals(), only_for="cpu")
+'''
+
+QUIET = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
+def test_a_crash_in_an_isolated_test_ends_that_test_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_crashy=CRASHY)
+    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", "-rf")
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    assert f"{DIED} (signal SIGSEGV) while running test_crashy.py::TestCrashyCPU::test_conj_cpu_float64" in out
+    assert "a plain failure in the child" in out  # a failure in a child is reported as itself
+
+
+def test_without_the_option_the_crash_takes_the_process(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_crashy=CRASHY)
+    result = pytester.runpytest_subprocess(*QUIET)
+    assert result.ret not in (0, 1)  # killed by the signal: no test after it ran
+    assert "passed" not in result.stdout.str().splitlines()[-1]
+
+
+@pytest.mark.parametrize("value", ["all", "float64,complex128"])
+def test_isolated_tests_report_every_outcome(pytester: pytest.Pytester, value: str) -> None:
+    pytester.makepyfile(test_crashy=CRASHY.replace("os.kill(os.getpid(), signal.SIGSEGV)", "self.skipTest('no')"))
+    result = pytester.runpytest_subprocess(*QUIET, f"--curate-isolate={value}", "--junitxml=out.xml")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    assert 'tests="4"' in (pytester.path / "out.xml").read_text()
+
+
+def test_the_runner_records_a_crash_and_runs_the_rest_in_the_same_process(tmp_path: Path) -> None:
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_crashy.py"),), rootdir=tmp_path,
+                   workers=2, retries=0, isolate=frozenset({"float64"}), extra_args=QUIET[2:])
+    result = execute(spec)
+    got = {r.nodeid.rsplit("::", 1)[1]: (r.outcome, r.failure_class) for r in result.records}
+    assert got == {"test_conj_cpu_float32": ("passed", None), "test_conj_cpu_float64": ("crashed", "crash"),
+                   "test_fails_cpu_float64": ("failed", got["test_fails_cpu_float64"][1]),
+                   "test_after_cpu": ("passed", None)}
+    crash = next(r for r in result.records if r.outcome == "crashed")
+    assert "Segmentation fault" in crash.evidence  # the child's faulthandler, as a worker's
+    assert len(result.invocations) == 1  # no worker died: no second pytest for the rest
+
+
+def test_an_isolated_test_that_hangs_times_out_alone(tmp_path: Path) -> None:
+    (tmp_path / "test_crashy.py").write_text(CRASHY.replace("os.kill(os.getpid(), signal.SIGSEGV)",
+                                                            "import time; time.sleep(120)"))
+    spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_crashy.py"),), rootdir=tmp_path,
+                   retries=0, timeout=4, isolate=frozenset({"float64"}), extra_args=QUIET[2:])
+    result = execute(spec)
+    got = {r.nodeid.rsplit("::", 1)[1]: (r.outcome, r.failure_class) for r in result.records}
+    assert got["test_conj_cpu_float64"] == ("timeout", "timeout")
+    assert got["test_after_cpu"] == ("passed", None)  # it ran after the hang, in the same process
+    assert len(result.invocations) == 1
