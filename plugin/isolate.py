@@ -18,7 +18,8 @@ an ordinary test. A child that dies leaves a failed ``call`` report whose text s
 :data:`DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
 child's faulthandler output. The child dies with its parent (a hung test under the per-test
 timeout: the parent's faulthandler exits it, see events.py). Fixtures a child sets up live
-and end in the child: a class fixture is set up again in the next child or in the parent.
+and end in the child: a class fixture is set up again in the next child or in the parent. A
+child runs torch on one intra-op thread (the parent's thread pool is not in the child).
 Linux (``os.fork``) only; elsewhere the option runs tests as usual.
 """
 
@@ -143,6 +144,12 @@ def _child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Pa
     code = 1
     try:
         _die_with_parent()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            # Nor does the intra-op thread pool: a parallel op in a child of a process that used
+            # the pool waits for its threads forever (OpenReg's test_trunc_normal hung; a CPU
+            # matmul of 2000x2000 too). One thread: the op runs inline.
+            torch.set_num_threads(1)
         # Its own file: the parent's fault file is read by the runner for the parent's deaths.
         handle = fault.open("w", encoding="utf-8")
         faulthandler.enable(file=handle, all_threads=True)

@@ -100,3 +100,22 @@ def test_an_isolated_test_that_hangs_times_out_alone(tmp_path: Path) -> None:
     assert got["test_conj_cpu_float64"] == ("timeout", "timeout")
     assert got["test_after_cpu"] == ("passed", None)  # it ran after the hang, in the same process
     assert len(result.invocations) == 1
+
+
+PARALLEL = """\
+import torch
+
+torch.randn(1500, 1500).matmul(torch.randn(1500, 1500))  # the parent's intra-op pool is in use
+
+
+def test_parallel_op_in_the_child():
+    assert torch.randn(1500, 1500).matmul(torch.randn(1500, 1500)).shape == (1500, 1500)
+"""
+
+
+def test_a_child_runs_parallel_ops_after_the_parent_used_its_thread_pool(tmp_path: Path) -> None:
+    (tmp_path / "test_parallel.py").write_text(PARALLEL)
+    spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_parallel.py"),), rootdir=tmp_path,
+                   retries=0, timeout=30, isolate=frozenset({"all"}), extra_args=QUIET[2:])
+    [record] = execute(spec).records
+    assert (record.outcome, record.failure_class) == ("passed", None)  # it hung: its threads were not forked
