@@ -117,6 +117,10 @@ class SimilarTest:
     score: float
 
 
+# How much of a test's source a bucket request shows: a longer test is cut there.
+SOURCE_LINES = 60
+
+
 @dataclass(frozen=True)
 class BucketRequest:
     """Stage 3: one device-generic test and the evidence memory holds about it.
@@ -138,7 +142,7 @@ class BucketRequest:
     aten_ops: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
-    source: str = ""
+    source: str = ""  # its first SOURCE_LINES lines (decorators and def included)
     similar: tuple[SimilarTest, ...] = ()
     probe: ProbeEvidence | None = None
     cpu_outcomes: tuple[str, ...] = ()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from testcurator.agents.brain import Brain, BrainContext, BucketRequest, SimilarTest
+from testcurator.agents.brain import SOURCE_LINES, Brain, BrainContext, BucketRequest, SimilarTest
 from testcurator.agents.decision import Decision
 from testcurator.memory.api import Memory
 from testcurator.memory.capability import ProbeEvidence
@@ -20,7 +20,6 @@ from testcurator.memory.evidence import TestEvidence
 from testcurator.memory.store import StoredTest
 from testcurator.vocab import TestKey
 
-SOURCE_LINES = 60
 NEIGHBOURS = 5
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from testcurator.agents.brain import BucketRequest
+from testcurator.agents.brain import SOURCE_LINES, BucketRequest
 from testcurator.agents.offline.rules import Wish
 
 
@@ -58,6 +58,24 @@ def names_no_device(req: BucketRequest) -> bool:
     """A plain test: no ``device`` parameter, no device word in its source. It runs on CPU on
     any backend's CI (the capture rules capture it even when it needs a hook the backend lacks)."""
     return bool(req.source) and not _DEVICE_WORDS.search(req.source)
+
+
+# A test's ``def`` line, its parameters over one or more lines (a default may hold parentheses).
+_SIGNATURE = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\((?:[^()]|\([^()]*\))*\)\s*(?:->[^:]*)?:", re.M)
+
+
+def device_unused(req: BucketRequest) -> bool:
+    """A device-generic test that takes its ``device`` and never uses it: no device word in its
+    body (upstream test_indexing's ``test_truncate_leading_1s(self, device)`` builds CPU
+    tensors only), or no ``device`` parameter at all in a device-generic class (upstream
+    ``test_sort_stable_none(self)``). Its calls run on CPU on the backend's CI too, so the
+    device's gaps cannot fail it. Unknown when the source shown was cut (``SOURCE_LINES``)."""
+    if not req.source or len(req.source.splitlines()) >= SOURCE_LINES:
+        return False
+    signature = _SIGNATURE.search(req.source)
+    if signature is None:
+        return False
+    return not _DEVICE_WORDS.search(req.source[signature.end():])
 
 
 def runs_on_cpu_only(req: BucketRequest) -> bool:

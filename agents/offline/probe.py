@@ -7,7 +7,8 @@ after running it: every kept instance fails -> ``xfail_strict`` (``xfail`` if a 
 the process: the replay's example inputs are not the test's, and the draft confirms; ``skip``
 if it hangs: the draft would wait out the timeout); the failing instances are exactly some dtypes, OpInfo ops or ModuleInfos -> those excluded
 (the ``Draft`` carries them to the mode a later rule gives); otherwise ``xfail``, for review.
-A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend.
+A plain (not device-generic) test never gets probe evidence: it runs on CPU on any backend;
+nor does a device-generic test that never uses its device (facts.device_unused).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import replace
 
 from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
-from testcurator.agents.offline.facts import Draft, Facts
+from testcurator.agents.offline.facts import Draft, Facts, device_unused
 from testcurator.agents.offline.rules import decision, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 from testcurator.names import split_dtypes
@@ -74,6 +75,10 @@ def _excluded(inst: ProbedInstance, found: dict[str, set[str]]) -> bool:
 def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
     probe = req.probe
     if probe is None or not probe.instances:
+        return None
+    if device_unused(req):  # its calls run on CPU on the backend's CI too
+        d.evidence.append(f"{NOTE}not applied: the test never uses its device (its {probe.works + len(probe.gaps)} "
+                          "distinct call(s) run on CPU)")
         return None
     kept = [i for i in probe.instances if not any(x in d.exclude_dtypes for x in split_dtypes(i.dtype))
             and i.op not in d.exclude_ops and i.module not in d.exclude_modules

@@ -32,10 +32,11 @@ def I(dtype: str, op: str | None, gaps: tuple[str, ...] = (), module: str | None
 
 
 def decide(probe: ProbeEvidence | None, dtypes: tuple[str, ...] = ("float32", "int64"),
-           ops: tuple[str, ...] = (), modules: tuple[str, ...] = (), backend: BackendContext = BACKEND) -> object:
+           ops: tuple[str, ...] = (), modules: tuple[str, ...] = (), backend: BackendContext = BACKEND,
+           source: str = "") -> object:
     req = BucketRequest(test="TestSort::test_sort", file="test/test_sort.py", content_hash="h",
                         aten_ops=("aten::sort.values_stable", "aten::add.Tensor"), dtypes=dtypes, ops=ops,
-                        modules=modules, probe=probe)
+                        modules=modules, probe=probe, source=source)
     return OfflineBrain(BrainSettings()).bucket([req], BrainContext(backend, frozenset(), Path("/tmp")))[0]
 
 
@@ -147,3 +148,37 @@ def test_a_confirmed_test_says_why_the_probe_excluded_what_it_did() -> None:
     # Only nn.ReLU ran: the reason still says why nn.LayerNorm is excluded.
     assert (refined.mode, refined.exclude_modules) == ("mandatory_success", ("nn.LayerNorm",))
     assert f"The probe excluded module nn.LayerNorm before execution ({SORT} failing on the device)." in refined.reason
+
+
+# Upstream test_indexing / test_sort_and_select in our own words: device-generic tests whose
+# calls all run on CPU, and one that does use its device.
+UNUSED = """    def test_truncate(self, device):
+        x = torch.randn(1, 4)
+        x[range(1), range(1)] = torch.square(x[0, 0])
+"""
+NO_PARAM = """    @dtypes(torch.float32)
+    def test_sort_stable_none(
+        self,
+    ):
+        y = torch.ones(10).sort(stable=None).values
+"""
+USED = """    def test_sort(self, device):
+        x = torch.ones(10, device=device)
+        x.sort(stable=True)
+"""
+TYPE_USED = """    def test_sort(self, device):
+        x = torch.ones(10).to(self.device_type)
+"""
+
+
+@pytest.mark.parametrize(("source", "mode"), [
+    (UNUSED, "mandatory_success"), (NO_PARAM, "mandatory_success"), (USED, "xfail_strict"),
+    (TYPE_USED, "xfail_strict"), ("", "xfail_strict"),
+    ("    def test_sort(self, device):\n" + "        pass\n" * 70, "xfail_strict"),  # cut: not known
+])
+def test_a_test_that_never_uses_its_device_is_not_held_to_the_devices_gaps(source: str, mode: str) -> None:
+    probe = ProbeEvidence({SORT: MISSING, SORT_I: MISSING}, (I("float32", None, (SORT,)), I("int64", None, (SORT_I,))), 3)
+    got = decide(probe, source=source)
+    assert got.mode == mode
+    if mode == "mandatory_success":
+        assert any("never uses its device" in e for e in got.evidence)
