@@ -28,7 +28,7 @@ from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import SOURCES, OpRecord, capture_parts, read_records
 from testcurator.vocab import TestKey, normalize_op, op_base
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 OPS_DB = "ops.sqlite"
 
 # Secondary indexes (name -> table and columns): a large ingest drops and rebuilds them
@@ -69,12 +69,19 @@ CREATE TABLE IF NOT EXISTS record_calls (
 {_create_indexes("record_calls_call")}
 CREATE TABLE IF NOT EXISTS call_examples (call TEXT PRIMARY KEY, example TEXT NOT NULL);
 """
-_SCHEMA = _SCHEMA.replace("{calls}", _CALLS)
+# Version 3 adds the calls a record made only to see them raise (OpRecord.raised).
+_RAISED = """
+CREATE TABLE IF NOT EXISTS record_raised (
+    record_id INTEGER NOT NULL, call TEXT NOT NULL, PRIMARY KEY (record_id, call));
+"""
+_SCHEMA = _SCHEMA.replace("{calls}", _CALLS + _RAISED)
 # A batch at least this large (and a quarter of the map) is ingested with the secondary
 # indexes dropped and rebuilt: sorting once beats updating them row by row (2.4x at 200,000
 # records, bench/scale.py). A delta's few records update them in place.
 BULK_RECORDS = 5000
-_MIGRATE_1 = f"BEGIN IMMEDIATE;{_CALLS}UPDATE schema_version SET version = {SCHEMA_VERSION};COMMIT;"
+# A map of an older version gains the tables in place (its records made no calls, or raised none).
+_MIGRATE = {1: f"BEGIN IMMEDIATE;{_CALLS}{_RAISED}UPDATE schema_version SET version = {SCHEMA_VERSION};COMMIT;",
+            2: f"BEGIN IMMEDIATE;{_RAISED}UPDATE schema_version SET version = {SCHEMA_VERSION};COMMIT;"}
 
 
 def normalize_dtype(dtype: str) -> str:
@@ -115,6 +122,7 @@ class InstanceCalls:
     op: str | None
     module: str | None
     calls: tuple[str, ...]
+    raised: tuple[str, ...] = ()  # of ``calls``, those it made only to see them raise
 
 
 @dataclass(frozen=True)
@@ -154,8 +162,8 @@ class OpMap:
             row = None
             if "schema_version" in tables:
                 row = conn.execute("SELECT version FROM schema_version").fetchone()
-            if row is not None and row[0] == 1:
-                conn.executescript(_MIGRATE_1)
+            if row is not None and row[0] in _MIGRATE:
+                conn.executescript(_MIGRATE[row[0]])
                 row = (SCHEMA_VERSION,)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -226,7 +234,7 @@ class OpMap:
                 conn.execute("PRAGMA cache_size = -65536")  # 64 MiB for the rebuild's sorts
                 for name in _INDEXES:
                     conn.execute(f"DROP INDEX IF EXISTS {name}")
-            for table in ("record_ops", "record_calls"):
+            for table in ("record_ops", "record_calls", "record_raised"):
                 conn.executemany(f"DELETE FROM {table} WHERE record_id = "
                                  "(SELECT id FROM records WHERE node_id=? AND source=?)", keys)
             conn.executemany("DELETE FROM records WHERE node_id=? AND source=?", keys)
@@ -240,6 +248,8 @@ class OpMap:
                              [(first + i, a, op_base(a)) for i, r in enumerate(latest) for a in r.aten])
             conn.executemany("INSERT OR IGNORE INTO record_calls VALUES (?,?)",
                              [(first + i, c) for i, r in enumerate(latest) for c in r.calls])
+            conn.executemany("INSERT OR IGNORE INTO record_raised VALUES (?,?)",
+                             [(first + i, c) for i, r in enumerate(latest) for c in r.raised])
             # The first example stays: any one call of a key is as good as another.
             conn.executemany("INSERT OR IGNORE INTO call_examples VALUES (?,?)",
                              sorted(kv for r in latest for kv in r.examples.items()))
@@ -335,11 +345,12 @@ class OpMap:
         """Every captured record with the calls it made."""
         if not self.exists():
             return
-        calls = self._by_record("record_calls", "call")
+        calls, raised = self._by_record("record_calls", "call"), self._by_record("record_raised", "call")
         rows = self.conn.execute("SELECT id, node_id, generic, device, dtype, op, module FROM records "
                                  "WHERE source = 'captured' ORDER BY node_id")
         for rid, node_id, generic, device, dtype, op, module in rows:
-            yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())))
+            yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())),
+                                tuple(raised.get(rid, ())))
 
     def uncaptured_op_instances(self) -> Iterator[InstanceCalls]:
         """Every collected @ops instance no capture ran (left out by the budget, or of a kind

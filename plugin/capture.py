@@ -42,6 +42,7 @@ DEST = "curate_capture_ops"
 PLAIN = "--curate-capture-plain"
 PLUGIN_NAME = "testcurator-capture"
 MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
+NO_EXAMPLE = "\0no example"  # a call noted for its key only (its key has an example, or the budget is spent)
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -113,17 +114,28 @@ def _recorder_class() -> type:
             # The process's (shared by every test): one example per call key, the first seen.
             self.examples = {} if examples is None else examples
             self.new: dict[str, str] = {}
+            # Keys of calls that raised, and of calls that returned: a key that only raised is a
+            # call the test made to see it fail (OpRecord.raised).
+            self.raised: set[str] = set()
+            self.worked: set[str] = set()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             self.seen.add(func)
             # Before the call: an in-place or out= op would change what its inputs looked like.
             pending = self._note(func, args, kwargs)
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except BaseException:
+                if pending is not None:
+                    self.raised.add(pending[0])
+                raise
+            if pending is not None:
+                self.worked.add(pending[0])
             # Kept only once the call worked: a test of error handling (flip with a repeated
             # dim) makes calls that fail on CPU too, and an example the probe cannot replay on
             # CPU says nothing about the device; a later call of the same key may give one.
-            if pending is not None:
+            if pending is not None and pending[1] is not NO_EXAMPLE:
                 key, text = pending
                 self.examples[key] = text
                 if text is not None:
@@ -131,14 +143,15 @@ def _recorder_class() -> type:
             return out
 
         def _note(self, func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
-            """Record the call's key; its example (to keep if the call works), when its key has none yet."""
+            """Record the call's key; its example (to keep if the call works), when its key has none
+            yet (else :data:`NO_EXAMPLE`); None when the call has no key."""
             try:
                 key = call_key(op_name(func), args, kwargs)
             except Exception:  # a key is evidence, never a reason to fail the test
                 return None
             self.calls.add(key)
             if key in self.examples or len(self.examples) >= MAX_EXAMPLES:
-                return None
+                return key, NO_EXAMPLE
             return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
 
     return OpRecorder
@@ -202,6 +215,8 @@ class _Pending:
     ops: set[str] = field(default_factory=set)
     calls: set[str] = field(default_factory=set)
     examples: dict[str, str] = field(default_factory=dict)
+    raised: set[str] = field(default_factory=set)
+    worked: set[str] = field(default_factory=set)
     outcome: str | None = None
     failure: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -257,6 +272,8 @@ class CapturePlugin:
                 pending.ops.update(op_name(f) for f in recorder.seen)
                 pending.calls.update(recorder.calls)
                 pending.examples.update(recorder.new)
+                pending.raised.update(recorder.raised)
+                pending.worked.update(recorder.worked)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -279,6 +296,7 @@ class CapturePlugin:
             errors.append(f"identify: {exc!r}")
         return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
                         calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
+                        raised=tuple(sorted(pending.raised - pending.worked)),
                         outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,
                         **fields)
 

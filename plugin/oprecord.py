@@ -61,10 +61,13 @@ class OpRecord:
     failure: str | None = None  # the test's own failure on CPU: its exception line (captured records)
     calls: tuple[str, ...] = ()  # call keys (op + input dtypes), captured records only
     examples: Mapping[str, str] = field(default_factory=dict)  # call key -> replayable example (JSON)
+    # Calls that raised every time the test made them (it made them to see them fail: an
+    # argument check the test expects on CPU); captured records only.
+    raised: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
-                           "examples": dict(self.examples)}, sort_keys=True)
+                           "examples": dict(self.examples), "raised": list(self.raised)}, sort_keys=True)
 
     @classmethod
     def from_json(cls, data: Any, where: Location) -> OpRecord:
@@ -75,16 +78,16 @@ class OpRecord:
             raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
         if data["source"] not in SOURCES:
             raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
-        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("aten", "calls", "examples")}
-        aten, calls = data.get("aten") or [], data.get("calls") or []
-        for name, value in (("aten", aten), ("calls", calls)):
+        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("aten", "calls", "examples", "raised")}
+        aten, calls, raised = data.get("aten") or [], data.get("calls") or [], data.get("raised") or []
+        for name, value in (("aten", aten), ("calls", calls), ("raised", raised)):
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
                 raise BadInputError(f"{where}: {name} must be a list of strings")
         examples = data.get("examples") or {}
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise BadInputError(f"{where}: examples must map call keys to JSON strings")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
-                   examples=examples)
+                   examples=examples, raised=tuple(sorted(set(raised))))
 
 
 def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:

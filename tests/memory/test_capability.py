@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from testcurator.memory.capability import (
     crash_dtypes,
     CapabilityTable, ProbedInstance, ProbeEvidence, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
@@ -98,7 +100,7 @@ def test_a_call_not_replayed_lacks_the_kernel_another_replay_named(tmp_path: Pat
     capture = tmp_path / "cap.jsonl"
     capture.write_text(OpRecord("test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::test_frexp_assert_raises_cpu",
                                 "TestUnaryUfuncs::test_frexp_assert_raises", "captured", device="cpu",
-                                calls=(wrong_out, other)).to_json() + "\n")
+                                calls=(wrong_out, other), raised=(wrong_out,)).to_json() + "\n")
     opmap = OpMap(tmp_path / "state")
     opmap.ingest(capture)
     found = probe_evidence(opmap, {functional: ProbeResult(functional, "missing_kernel", error),
@@ -107,6 +109,35 @@ def test_a_call_not_replayed_lacks_the_kernel_another_replay_named(tmp_path: Pat
     ev = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_frexp_assert_raises")]
     assert ev.gaps == {wrong_out: ("missing_kernel", error)}
     assert (ev.works, ev.not_probed) == (0, 1)  # exp.out: no replay names it
+    # It raised on CPU, as the test wants; on the device the dispatcher refuses the overload
+    # itself before any check, with another message: the gap stands.
+    assert ev.instances[0].gaps == (wrong_out,)
+
+
+def _missing(op: str) -> str:
+    return f"NotImplementedError: Could not run '{op}' with arguments from the 'curatedev' backend."
+
+
+@pytest.mark.parametrize(("raised", "error", "kept"), [
+    # aten::embedding checks its weight's dim, then calls index_select, which the device lacks
+    (("aten::embedding(float32,int64)",), _missing("aten::index_select"), False),
+    ((), _missing("aten::index_select"), True),  # made to work: it reaches index_select on the device
+    (("aten::embedding(float32,int64)",), _missing("aten::embedding"), True),  # refused before any check
+])
+def test_a_call_made_to_raise_is_checked_before_the_kernel_it_lacks(tmp_path: Path, raised: tuple[str, ...],
+                                                                     error: str, kept: bool) -> None:
+    call = "aten::embedding(float32,int64)"
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text(OpRecord("test/nn/test_embedding.py::TestEmbCPU::test_scalar_weight_error_cpu",
+                                "TestEmb::test_scalar_weight_error", "captured", device="cpu",
+                                calls=(call, "aten::neg(float32)"), raised=raised).to_json() + "\n")
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    found = probe_evidence(opmap, {call: ProbeResult(call, "missing_kernel", error),
+                                   "aten::neg(float32)": ProbeResult("aten::neg(float32)", "works", "")})
+    opmap.close()
+    [ev] = found.values()
+    assert ev.instances[0].gaps == ((call,) if kept else ())
 
 
 def test_an_uncaptured_ops_instance_makes_the_missing_calls_of_its_op_elsewhere(tmp_path: Path) -> None:

@@ -215,3 +215,45 @@ def test_an_example_is_kept_only_from_a_call_that_worked() -> None:
         torch.flip(x, (0,))
     assert "aten::flip(bool)" in recorder.calls
     assert json.loads(recorder.examples["aten::flip(bool)"])["args"][1] == {"list": [0]}
+
+
+def test_a_call_that_only_raised_is_told_from_one_that_also_worked() -> None:
+    """Upstream test_embedding_scalar_weight_error calls embedding with a 0-d weight to see it
+    raise: that key only raised. flip raised once and then worked: not one the test made only
+    to see it fail."""
+    import torch
+
+    with capture._recorder_class()() as recorder:
+        x = torch.ones(2, 2, dtype=torch.bool)
+        with pytest.raises(RuntimeError):
+            torch.flip(x, (1, 1))
+        torch.flip(x, (0,))
+        with pytest.raises(RuntimeError, match="must be 2-D"):
+            torch.nn.functional.embedding(torch.zeros(2, dtype=torch.long), torch.tensor(1.0))
+    assert recorder.raised - recorder.worked == {"aten::embedding(float32,int64)"}
+
+
+def test_the_calls_that_only_raised_reach_the_op_map(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(test_raises='''
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestRaises(TestCase):
+    def test_scalar_weight_error(self, device):
+        with self.assertRaisesRegex(RuntimeError, "must be 2-D"):
+            torch.nn.functional.embedding(torch.zeros(2, dtype=torch.long, device=device), torch.tensor(1.0, device=device))
+        torch.ones(2, device=device).neg()
+
+
+instantiate_device_type_tests(TestRaises, globals(), only_for="cpu")
+''')
+    out = tmp_path / "ops.jsonl"
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--curate-capture-ops={out}").assert_outcomes(passed=1)
+    opmap = OpMap(tmp_path / "ops.sqlite")
+    opmap.ingest(out)
+    [inst] = list(opmap.instance_calls())
+    assert inst.raised == ("aten::embedding(float32,int64)",)
+    assert set(inst.raised) < set(inst.calls) and "aten::neg(float32)" in inst.calls
+    opmap.close()

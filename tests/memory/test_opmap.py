@@ -197,7 +197,7 @@ def _foreign_db(path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("damage", "why"),
-    [(_garbage, "not a readable SQLite op map"), (_old_schema, "schema version 0, expected 2"),
+    [(_garbage, "not a readable SQLite op map"), (_old_schema, "schema version 0, expected 3"),
      (_foreign_db, "no schema version")],
 )
 def test_unusable_store_raises_with_path_and_hint(tmp_path: Path, damage, why: str) -> None:
@@ -245,19 +245,25 @@ def test_a_batch_naming_one_record_twice_keeps_the_last(tmp_path: Path) -> None:
     assert [h.nodeid for h in m.tests_for("aten::mul")] == ["t.py::TestBarCPU::test_sum_cpu"]
     assert m.counts()["captured"] == 2
     m.close()
-def test_a_version_1_map_gains_the_call_tables_in_place(tmp_path: Path) -> None:
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_map_gains_the_call_tables_in_place(tmp_path: Path, version: int) -> None:
     from testcurator.memory import opmap as opmap_module
 
-    v1 = opmap_module._SCHEMA.replace(opmap_module._CALLS, "").replace(
-        f"SELECT {opmap_module.SCHEMA_VERSION} WHERE", "SELECT 1 WHERE")
+    missing = {1: opmap_module._CALLS + opmap_module._RAISED, 2: opmap_module._RAISED}[version]
+    old = opmap_module._SCHEMA.replace(missing, "").replace(
+        f"SELECT {opmap_module.SCHEMA_VERSION} WHERE", f"SELECT {version} WHERE")
     conn = sqlite3.connect(tmp_path / "ops.sqlite")
-    conn.executescript(v1)
+    conn.executescript(old)
+    assert "record_raised" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     conn.execute("INSERT INTO records (node_id, source, generic) VALUES ('t.py::T::test_a_cpu', 'captured', 'T::test_a')")
     conn.commit()
     conn.close()
     opmap = OpMap(tmp_path)
     assert opmap.calls() == {}  # readable, and the old records are still there
     assert opmap.counts()["captured"] == 1
+    assert [i.raised for i in opmap.instance_calls()] == [()]
     assert opmap.conn.execute("SELECT version FROM schema_version").fetchone() == (opmap_module.SCHEMA_VERSION,)
     opmap.close()
 
