@@ -162,8 +162,10 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     test and that have no kernel on the device (or a dtype it lacks that is not the instance's
     own: :func:`_op_level`): upstream ``_refs.exp2`` calls ``aten::exp2.out``
     in each of its 4 captured tests, so test_contig_size1's uncaptured ``_refs.exp2`` variants
-    are excluded as the probe's, where they failed in the draft with unsupported_op. Only for
-    a test with captured instances: of a test none of whose instances ran, too little is known."""
+    are excluded as the probe's, where they failed in the draft with unsupported_op. So does a
+    @modules instance, with its ModuleInfo's (holdout test_modules' ``test_errors`` of
+    ``nn.NLLLoss``: ``nll_loss_forward.output``). Only for a test with captured instances: of a
+    test none of whose instances ran, too little is known."""
     kernelless = kernelless_ops(results)
     memo: dict[str, tuple[str, str] | None] = {}
 
@@ -173,19 +175,19 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
         return memo[call]
 
     per_test: dict[TestKey, list[InstanceCalls]] = {}
-    op_needs: dict[str, dict[str, str]] = {}
+    needs_of: dict[tuple[str, str], dict[str, str]] = {}  # (op|module, name) -> {overload: call}
     for inst in map(device_calls, opmap.instance_calls()):
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
-        if inst.op and inst.device is not None and inst.calls:
+        if _subject(inst) and inst.device is not None and inst.calls:
             mine = {split_key(c)[0]: c for c in inst.calls if c not in inst.raised and _op_level(c, known(c), inst)}
-            needs = op_needs.setdefault(inst.op, mine)
-            op_needs[inst.op] = {o: c for o, c in needs.items() if o in mine}
+            needs = needs_of.setdefault(_subject(inst), mine)
+            needs_of[_subject(inst)] = {o: c for o, c in needs.items() if o in mine}
         if inst.calls and (tests is None or key in tests):
             per_test.setdefault(key, []).append(inst)
-    for inst in opmap.uncaptured_op_instances():
+    for inst in opmap.uncaptured_instances():
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
-        if key in per_test and op_needs.get(inst.op or ""):
-            per_test[key].append(replace(inst, calls=tuple(sorted(op_needs[inst.op or ""].values()))))
+        if key in per_test and needs_of.get(_subject(inst)):
+            per_test[key].append(replace(inst, calls=tuple(sorted(needs_of[_subject(inst)].values()))))
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}
@@ -212,6 +214,11 @@ def _checked_first(call: str, gap: tuple[str, str], inst: InstanceCalls) -> bool
         return False
     match = MISSING_KERNEL.search(gap[1] or "")
     return match is not None and match.group("op") != split_key(call)[0]
+
+
+def _subject(inst: InstanceCalls) -> tuple[str, str]:
+    """What an instance is an instance of beyond its test: its OpInfo op, else its ModuleInfo."""
+    return ("op", inst.op) if inst.op else ("module", inst.module) if inst.module else ("", "")
 
 
 def _op_level(call: str, known: tuple[str, str] | None, inst: InstanceCalls) -> bool:

@@ -352,14 +352,15 @@ class OpMap:
             yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())),
                                 tuple(raised.get(rid, ())))
 
-    def uncaptured_op_instances(self) -> Iterator[InstanceCalls]:
-        """Every collected @ops instance no capture ran (left out by the budget, or of a kind
-        captured at another dtype), without calls: the OpInfo op is all that is known of it."""
+    def uncaptured_instances(self) -> Iterator[InstanceCalls]:
+        """Every collected @ops or @modules instance no capture ran (left out by the budget, or
+        of a kind captured at another dtype), without calls: its OpInfo op or ModuleInfo is all
+        that is known of it."""
         if not self.exists():
             return
         rows = self.conn.execute(
             "SELECT node_id, generic, device, dtype, op, module FROM records r WHERE source = 'static' "
-            "AND op IS NOT NULL AND NOT EXISTS (SELECT 1 FROM records c WHERE c.node_id = r.node_id "
+            "AND (op IS NOT NULL OR module IS NOT NULL) AND NOT EXISTS (SELECT 1 FROM records c WHERE c.node_id = r.node_id "
             "AND c.source = 'captured') ORDER BY node_id")
         for node_id, generic, device, dtype, op, module in rows:
             yield InstanceCalls(node_id, generic, device, dtype, op, module, ())

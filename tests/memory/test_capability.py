@@ -169,6 +169,31 @@ def test_an_uncaptured_ops_instance_makes_the_missing_calls_of_its_op_elsewhere(
     assert TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_never_ran") not in found
 
 
+def test_an_uncaptured_modules_instance_makes_the_missing_calls_of_its_module_elsewhere(tmp_path: Path) -> None:
+    # Holdout test_modules: nn.NLLLoss was captured in test_forward (nll_loss_forward.output, no
+    # kernel on curatedev), not in test_errors, whose NLLLoss instance failed in the draft.
+    nll = "aten::nll_loss_forward.output(float32,int64)"
+    error = "NotImplementedError: Could not run 'aten::nll_loss_forward.output' with arguments from the 'curatedev' backend."
+    path = "test/test_modules.py::TestModuleCPU::"
+
+    def rec(test: str, module: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+        return OpRecord(f"{path}{test}_{module}_cpu_float32", f"TestModule::{test}", source, device="cpu",
+                        dtype="float32", module=module, calls=calls)
+
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text("".join(r.to_json() + "\n" for r in (
+        rec("test_forward", "nn.NLLLoss", "captured", (ADD, nll)),
+        rec("test_errors", "nn.ReLU", "captured", (ADD,)),
+        rec("test_errors", "nn.NLLLoss", "static"))))  # left out by the budget
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    found = probe_evidence(opmap, {nll: ProbeResult(nll, "missing_kernel", error), ADD: ProbeResult(ADD, "works")})
+    opmap.close()
+    errors = found[TestKey.parse("test/test_modules.py::TestModule::test_errors")]
+    assert sorted(errors.instances, key=lambda i: i.module or "") == [
+        ProbedInstance("float32", None, "nn.NLLLoss", (nll,)), ProbedInstance("float32", None, "nn.ReLU")]
+
+
 def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_path: Path) -> None:
     # Upstream test_unary_ufuncs' ``byte`` OpInfo compares its uint8 result in every input dtype:
     # eq.Tensor(uint8,uint8), which curatedev lacks, is the op's, not the float32 instance's.
