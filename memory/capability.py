@@ -115,6 +115,7 @@ class ProbedInstance:
     op: str | None
     module: str | None = None
     gaps: tuple[str, ...] = ()
+    raised: tuple[str, ...] = ()  # of ``gaps``, the calls it made only to see them raise on CPU
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,14 @@ class ProbeEvidence:
 
     def to_json(self) -> dict[str, Any]:
         return {"gaps": {k: list(v) for k, v in sorted(self.gaps.items())}, "works": self.works,
-                "not_probed": self.not_probed, "instances": [[i.dtype, i.op, i.module, list(i.gaps)] for i in self.instances]}
+                "not_probed": self.not_probed,
+                "instances": [[i.dtype, i.op, i.module, list(i.gaps), list(i.raised)] for i in self.instances]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeEvidence:
         return cls(gaps={k: (v[0], v[1]) for k, v in data.get("gaps", {}).items()},
-                   instances=tuple(ProbedInstance(d, o, m, tuple(g)) for d, o, m, g in data.get("instances", ())),
+                   instances=tuple(ProbedInstance(d, o, m, tuple(g), tuple(r[0] if r else ()))
+                                   for d, o, m, g, *r in data.get("instances", ())),
                    works=int(data.get("works", 0)), not_probed=int(data.get("not_probed", 0)))
 
 
@@ -197,23 +200,10 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
         out[key] = ProbeEvidence(
             gaps=gaps, works=sum(s == "works" for s in status.values()),
             not_probed=sum(s == "not_probed" for s in status.values()),
-            instances=tuple(ProbedInstance(i.dtype, i.op, i.module,
-                                           tuple(c for c in i.calls if c in gaps and not _checked_first(c, gaps[c], i)))
+            instances=tuple(ProbedInstance(i.dtype, i.op, i.module, tuple(c for c in i.calls if c in gaps),
+                                           tuple(c for c in i.calls if c in gaps and c in i.raised))
                             for i in rows))
     return out
-
-
-def _checked_first(call: str, gap: tuple[str, str], inst: InstanceCalls) -> bool:
-    """Whether ``inst`` made ``call`` only to see it raise, and the device lacks the kernel of
-    another op, one the call's own code reaches after its argument checks: those checks raise
-    on the device as on CPU, as the test expects (upstream test_embedding_scalar_weight_error:
-    ``aten::embedding`` says "'weight' must be 2-D" before it calls ``index_select``, which
-    curatedev lacks). A missing kernel of the call's own overload is the dispatcher refusing it
-    before any check (test_frexp_assert_raises' ``frexp.Tensor_out``): that gap stands."""
-    if call not in inst.raised or gap[0] != "missing_kernel":
-        return False
-    match = MISSING_KERNEL.search(gap[1] or "")
-    return match is not None and match.group("op") != split_key(call)[0]
 
 
 def _subject(inst: InstanceCalls) -> tuple[str, str]:

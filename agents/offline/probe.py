@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
-from testcurator.agents.offline.facts import Draft, Facts, device_unused
+from testcurator.agents.offline.facts import Draft, Facts, device_unused, expects_any_runtime_error
 from testcurator.agents.offline.rules import decision, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 from testcurator.names import split_dtypes
@@ -80,7 +80,13 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
         d.evidence.append(f"{NOTE}not applied: the test never uses its device (its {probe.works + len(probe.gaps)} "
                           "distinct call(s) run on CPU)")
         return None
-    kept = [i for i in probe.instances if not any(x in d.exclude_dtypes for x in split_dtypes(i.dtype))
+    instances = probe.instances
+    if expects_any_runtime_error(req) and any(i.raised for i in instances):
+        # its calls made to raise raise on the device too (a missing kernel is a RuntimeError)
+        instances = tuple(replace(i, gaps=tuple(g for g in i.gaps if g not in i.raised)) for i in instances)
+        d.evidence.append(f"{NOTE}calls the test makes to see a RuntimeError raise on CPU are no gap: the device's "
+                          "NotImplementedError is one")
+    kept = [i for i in instances if not any(x in d.exclude_dtypes for x in split_dtypes(i.dtype))
             and i.op not in d.exclude_ops and i.module not in d.exclude_modules
             and not (i.dtype and backend.dtype_unsupported(i.dtype))]
     failing = [i for i in kept if i.gaps]

@@ -182,3 +182,28 @@ def test_a_test_that_never_uses_its_device_is_not_held_to_the_devices_gaps(sourc
     assert got.mode == mode
     if mode == "mandatory_success":
         assert any("never uses its device" in e for e in got.evidence)
+
+
+INDEX_PUT = "aten::index_put_(float32,bool,float32)"
+INDEX_PUT_MISSING = ("missing_kernel", "NotImplementedError: Could not run 'aten::_index_put_impl_' with arguments "
+                     "from the 'curatedev' backend.")
+
+
+@pytest.mark.parametrize(("expects", "mode"), [
+    ("with self.assertRaises(RuntimeError):\n            a[True] = b", "mandatory_success"),
+    ("self.assertRaises(RuntimeError, lambda: a.__setitem__(True, b))", "mandatory_success"),
+    ("with pytest.raises(RuntimeError):\n            a[True] = b", "mandatory_success"),
+    # a message or another type: where the device stops decides, so the gap stands
+    ("with self.assertRaisesRegex(RuntimeError, 'shape mismatch'):\n            a[True] = b", "xfail_strict"),
+    ("with self.assertRaises(IndexError):\n            a[True] = b", "xfail_strict"),
+    ("with pytest.raises(RuntimeError, match='shape'):\n            a[True] = b", "xfail_strict"),
+    ("with self.assertRaises(RuntimeError):\n            a[True] = b\n"
+     "        with self.assertRaisesRegex(IndexError, 'mask'):\n            a[m] = b", "xfail_strict"),
+])
+def test_a_call_made_to_raise_a_bare_runtime_error_is_no_gap(expects: str, mode: str) -> None:
+    source = f"    def test_setitem_expansion_error(self, device):\n        a = torch.ones(2, device=device)\n        {expects}\n"
+    probe = ProbeEvidence({INDEX_PUT: INDEX_PUT_MISSING},
+                          (ProbedInstance(None, None, None, (INDEX_PUT,), (INDEX_PUT,)),), 4)
+    assert decide(probe, dtypes=(), source=source).mode == mode
+    made_to_work = ProbeEvidence({INDEX_PUT: INDEX_PUT_MISSING}, (ProbedInstance(None, None, None, (INDEX_PUT,)),), 4)
+    assert decide(made_to_work, dtypes=(), source=source).mode == "xfail_strict"  # a gap it did not expect
