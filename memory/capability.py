@@ -166,8 +166,9 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     own: :func:`_op_level`): upstream ``_refs.exp2`` calls ``aten::exp2.out``
     in each of its 4 captured tests, so test_contig_size1's uncaptured ``_refs.exp2`` variants
     are excluded as the probe's, where they failed in the draft with unsupported_op. So does a
-    @modules instance, with its ModuleInfo's (holdout test_modules' ``test_errors`` of
-    ``nn.NLLLoss``: ``nll_loss_forward.output``). Only for a test with captured instances: of a
+    @modules instance, with the calls of its ModuleInfo's captured instances that reach any
+    such call (a module's test need not run it: test_repr; holdout test_modules' ``test_errors``
+    of ``nn.NLLLoss`` lacks ``nll_loss_forward``). Only for a test with captured instances: of a
     test none of whose instances ran, too little is known."""
     kernelless = kernelless_ops(results)
     memo: dict[str, tuple[str, str] | None] = {}
@@ -183,8 +184,11 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
         if _subject(inst) and inst.device is not None and inst.calls:
             mine = {split_key(c)[0]: c for c in inst.calls if c not in inst.raised and _op_level(c, known(c), inst)}
-            needs = needs_of.setdefault(_subject(inst), mine)
-            needs_of[_subject(inst)] = {o: c for o, c in needs.items() if o in mine}
+            # A module's tests need not run it (test_repr prints it): only those that reach a
+            # gap of it say what running it needs.
+            if mine or _subject(inst)[0] == "op":
+                needs = needs_of.setdefault(_subject(inst), mine)
+                needs_of[_subject(inst)] = {o: c for o, c in needs.items() if o in mine}
         if inst.calls and (tests is None or key in tests):
             per_test.setdefault(key, []).append(inst)
     for inst in opmap.uncaptured_instances():

@@ -174,6 +174,7 @@ def test_an_uncaptured_modules_instance_makes_the_missing_calls_of_its_module_el
     capture = tmp_path / "cap.jsonl"
     capture.write_text("".join(r.to_json() + "\n" for r in (
         rec("test_forward", "nn.NLLLoss", "captured", (ADD, nll)),
+        rec("test_repr", "nn.NLLLoss", "captured", (ADD,)),  # prints it: runs nothing of it
         rec("test_errors", "nn.ReLU", "captured", (ADD,)),
         rec("test_errors", "nn.NLLLoss", "static"))))  # left out by the budget
     opmap = OpMap(tmp_path / "state")
