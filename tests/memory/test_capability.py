@@ -131,56 +131,59 @@ def test_an_instance_names_the_gaps_it_made_only_to_see_them_raise(tmp_path: Pat
     assert ProbeEvidence.from_json(ev.to_json()) == ev
 
 
+def _evidence(tmp_path: Path, records: tuple[OpRecord, ...],
+              results: dict[str, ProbeResult]) -> dict[TestKey, ProbeEvidence]:
+    """Probe evidence from capture records ingested into a fresh op map."""
+    capture = tmp_path / "cap.jsonl"
+    capture.write_text("".join(r.to_json() + "\n" for r in records))
+    opmap = OpMap(tmp_path / "state")
+    opmap.ingest(capture)
+    try:
+        return probe_evidence(opmap, results)
+    finally:
+        opmap.close()
+
+
+def _missing(op: str) -> str:
+    return f"NotImplementedError: Could not run '{op}' with arguments from the 'curatedev' backend."
+
+
+def _instance(where: str, test: str, source: str, calls: tuple[str, ...] = (), **kind: str) -> OpRecord:
+    """A float32 CPU instance of ``where`` (``file::Class``) ``test`` over an op or a module."""
+    file, cls = where.split("::")
+    return OpRecord(f"{file}::{cls}CPU::{test}_{next(iter(kind.values()))}_cpu_float32", f"{cls}::{test}", source,
+                    device="cpu", dtype="float32", calls=calls, **kind)
+
+
 def test_an_uncaptured_ops_instance_makes_the_missing_calls_of_its_op_elsewhere(tmp_path: Path) -> None:
     # Upstream test_unary_ufuncs: the budget captured _refs.exp2 in test_reference_numerics_normal,
     # where it calls aten::exp2.out (no kernel on the device), but not in test_contig_size1.
-    exp2 = "aten::exp2.out(float32,float32)"
-    error = "NotImplementedError: Could not run 'aten::exp2.out' with arguments from the 'curatedev' backend."
-    path = "test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::"
-
-    def rec(test: str, op: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
-        return OpRecord(f"{path}{test}_{op}_cpu_float32", f"TestUnaryUfuncs::{test}", source, device="cpu",
-                        dtype="float32", op=op, calls=calls)
-
-    capture = tmp_path / "cap.jsonl"
-    capture.write_text("".join(r.to_json() + "\n" for r in (
-        rec("test_reference_numerics_normal", "_refs.exp2", "captured", (ADD, exp2)),
-        rec("test_contig_size1", "abs", "captured", (ADD,)),
-        rec("test_contig_size1", "_refs.exp2", "static"),  # left out by the budget
-        rec("test_contig_size1", "neg", "static"),  # no captured instance of neg anywhere
-        rec("test_never_ran", "_refs.exp2", "static"))))  # no instance of the test was captured
-    opmap = OpMap(tmp_path / "state")
-    opmap.ingest(capture)
-    found = probe_evidence(opmap, {exp2: ProbeResult(exp2, "missing_kernel", error), ADD: ProbeResult(ADD, "works")})
-    opmap.close()
-    contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
-    assert contig.gaps == {exp2: ("missing_kernel", error)}
+    exp2, where = "aten::exp2.out(float32,float32)", "test/test_unary_ufuncs.py::TestUnaryUfuncs"
+    found = _evidence(tmp_path, (
+        _instance(where, "test_reference_numerics_normal", "captured", (ADD, exp2), op="_refs.exp2"),
+        _instance(where, "test_contig_size1", "captured", (ADD,), op="abs"),
+        _instance(where, "test_contig_size1", "static", op="_refs.exp2"),  # left out by the budget
+        _instance(where, "test_contig_size1", "static", op="neg"),  # no captured instance of neg anywhere
+        _instance(where, "test_never_ran", "static", op="_refs.exp2"),  # no instance of the test was captured
+    ), {exp2: ProbeResult(exp2, "missing_kernel", _missing("aten::exp2.out")), ADD: ProbeResult(ADD, "works")})
+    contig = found[TestKey.parse(f"{where}::test_contig_size1")]
+    assert contig.gaps == {exp2: ("missing_kernel", _missing("aten::exp2.out"))}
     assert sorted(contig.instances, key=lambda i: i.op or "") == [
         ProbedInstance("float32", "_refs.exp2", gaps=(exp2,)), ProbedInstance("float32", "abs")]
-    assert TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_never_ran") not in found
+    assert TestKey.parse(f"{where}::test_never_ran") not in found
 
 
 def test_an_uncaptured_modules_instance_makes_the_missing_calls_of_its_module_elsewhere(tmp_path: Path) -> None:
     # Holdout test_modules: nn.NLLLoss was captured in test_forward (nll_loss_forward.output, no
     # kernel on curatedev), not in test_errors, whose NLLLoss instance failed in the draft.
-    nll = "aten::nll_loss_forward.output(float32,int64)"
-    error = "NotImplementedError: Could not run 'aten::nll_loss_forward.output' with arguments from the 'curatedev' backend."
-    path = "test/test_modules.py::TestModuleCPU::"
-
-    def rec(test: str, module: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
-        return OpRecord(f"{path}{test}_{module}_cpu_float32", f"TestModule::{test}", source, device="cpu",
-                        dtype="float32", module=module, calls=calls)
-
-    capture = tmp_path / "cap.jsonl"
-    capture.write_text("".join(r.to_json() + "\n" for r in (
-        rec("test_forward", "nn.NLLLoss", "captured", (ADD, nll)),
-        rec("test_repr", "nn.NLLLoss", "captured", (ADD,)),  # prints it: runs nothing of it
-        rec("test_errors", "nn.ReLU", "captured", (ADD,)),
-        rec("test_errors", "nn.NLLLoss", "static"))))  # left out by the budget
-    opmap = OpMap(tmp_path / "state")
-    opmap.ingest(capture)
-    found = probe_evidence(opmap, {nll: ProbeResult(nll, "missing_kernel", error), ADD: ProbeResult(ADD, "works")})
-    opmap.close()
+    nll, where = "aten::nll_loss_forward.output(float32,int64)", "test/test_modules.py::TestModule"
+    found = _evidence(tmp_path, (
+        _instance(where, "test_forward", "captured", (ADD, nll), module="nn.NLLLoss"),
+        _instance(where, "test_repr", "captured", (ADD,), module="nn.NLLLoss"),  # prints it: runs nothing of it
+        _instance(where, "test_errors", "captured", (ADD,), module="nn.ReLU"),
+        _instance(where, "test_errors", "static", module="nn.NLLLoss"),  # left out by the budget
+    ), {nll: ProbeResult(nll, "missing_kernel", _missing("aten::nll_loss_forward.output")),
+        ADD: ProbeResult(ADD, "works")})
     errors = found[TestKey.parse("test/test_modules.py::TestModule::test_errors")]
     assert sorted(errors.instances, key=lambda i: i.module or "") == [
         ProbedInstance("float32", None, "nn.NLLLoss", (nll,)), ProbedInstance("float32", None, "nn.ReLU")]
