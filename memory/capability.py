@@ -182,19 +182,21 @@ def probe_evidence(opmap: OpMap, results: Mapping[str, ProbeResult],
     needs_of: dict[tuple[str, str], dict[str, str]] = {}  # (op|module, name) -> {overload: call}
     for inst in map(device_calls, opmap.instance_calls()):
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
-        if _subject(inst) and inst.device is not None and inst.calls:
+        subject = _subject(inst)
+        if subject[1] and inst.device is not None and inst.calls:
             mine = {split_key(c)[0]: c for c in inst.calls if c not in inst.raised and _op_level(c, known(c), inst)}
             # A module's tests need not run it (test_repr prints it): only those that reach a
             # gap of it say what running it needs.
-            if mine or _subject(inst)[0] == "op":
-                needs = needs_of.setdefault(_subject(inst), mine)
-                needs_of[_subject(inst)] = {o: c for o, c in needs.items() if o in mine}
+            if mine or subject[0] == "op":
+                needs = needs_of.setdefault(subject, mine)
+                needs_of[subject] = {o: c for o, c in needs.items() if o in mine}
         if inst.calls and (tests is None or key in tests):
             per_test.setdefault(key, []).append(inst)
     for inst in opmap.uncaptured_instances():
         key = TestKey.of(TestKey.parse(inst.nodeid).file, inst.generic)
-        if key in per_test and needs_of.get(_subject(inst)):
-            per_test[key].append(replace(inst, calls=tuple(sorted(needs_of[_subject(inst)].values()))))
+        needs = needs_of.get(_subject(inst))
+        if key in per_test and needs:
+            per_test[key].append(replace(inst, calls=tuple(sorted(needs.values()))))
     out: dict[TestKey, ProbeEvidence] = {}
     for key, rows in sorted(per_test.items()):
         used = {c for inst in rows for c in inst.calls}
