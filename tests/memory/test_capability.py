@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from testcurator.memory.capability import (
     crash_dtypes,
     CapabilityTable, ProbedInstance, ProbeEvidence, backend_version, probe_evidence, read_probe_evidence, write_probe_evidence,
@@ -233,3 +235,28 @@ def test_the_draft_isolates_the_dtypes_of_the_calls_that_killed_the_probe() -> N
     # a hang is not isolated (the bucket skips the test); a missing kernel fails, it kills nothing
     assert crash_dtypes(evidence) == {"complex128", "float64"}
     assert crash_dtypes({}) == frozenset()
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float64", "float32")])
+def test_an_instance_of_a_dtype_the_device_lacks_does_not_clear_its_ops_gap(
+        tmp_path: Path, dtypes: tuple[str, str]) -> None:
+    # Corpus test_unary_ufuncs: ``double``'s captured float32 instance compares its float64 result
+    # (eq.Tensor(float64,float64), which curatedev lacks); its captured float64 instance makes the
+    # same call in its own dtype. That one says nothing about the op (the profile skips it), so
+    # test_contig_size1's uncaptured float32 instance of ``double`` still reaches the gap.
+    eq_f64 = "aten::eq.Tensor(float64,float64)"
+    path = "test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::"
+
+    def rec(test: str, dtype: str, source: str, calls: tuple[str, ...] = (), op: str = "double") -> OpRecord:
+        return OpRecord(f"{path}{test}_{op}_cpu_{dtype}", f"TestUnaryUfuncs::{test}", source, device="cpu",
+                        dtype=dtype, op=op, calls=calls)
+
+    found = _evidence(tmp_path, (
+        *(rec("test_batch_vs_slicing", dtype, "captured", (ADD, eq_f64)) for dtype in dtypes),
+        rec("test_contig_size1", "float32", "captured", (ADD,), op="neg"),
+        rec("test_contig_size1", "float32", "static")), {
+        eq_f64: ProbeResult(eq_f64, "unsupported_dtype", "not implemented for 'Double'"),
+        ADD: ProbeResult(ADD, "works")})
+    contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
+    assert sorted(contig.instances, key=lambda i: i.op or "") == [
+        ProbedInstance("float32", "double", gaps=(eq_f64,)), ProbedInstance("float32", "neg")]
