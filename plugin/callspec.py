@@ -32,6 +32,14 @@ MAX_CHARS = 8192  # one example, as JSON
 # memory runs them with the backend loaded too.
 HOST_CALLS = frozenset({"aten::_pin_memory", "aten::is_pinned", "aten::pin_memory"})
 
+# Tensor methods that branch on the device's type in Python and reach no dispatcher op, so no
+# aten call shows their gap: DLPack's device mapping knows cpu, cuda, xpu..., and upstream
+# test_dlpack's from_dlpack fails on a privateuse1 device with "Unknown device type ... for
+# Dlpack". The capture notes them (a TorchFunctionMode) as ``python::Tensor.<name>`` calls, which
+# the probe replays as it does aten calls.
+PYTHON_CALLS = ("__dlpack__", "__dlpack_device__")
+PYTHON_NAMESPACE = "python::Tensor."
+
 
 class Unreplayable(ValueError):
     """An argument the example format cannot rebuild."""
@@ -61,6 +69,16 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     op, _, rest = key.partition("(")
     inner = rest.removesuffix(")")
     return op, tuple(inner.split(",")) if inner else ()
+
+
+def python_call(name: str) -> str:
+    """``__dlpack__`` -> ``python::Tensor.__dlpack__``: the op part of a :data:`PYTHON_CALLS` call's key."""
+    return f"{PYTHON_NAMESPACE}{name}"
+
+
+def is_python_call(key: str) -> bool:
+    """Whether the call ``key`` is a Tensor method of :data:`PYTHON_CALLS`, not a dispatcher op."""
+    return key.startswith(PYTHON_NAMESPACE)
 
 
 def is_host_call(key: str) -> bool:

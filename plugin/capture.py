@@ -12,7 +12,9 @@ collected test, naming an ``@ops`` test's OpInfo and the aten op behind it.
 What the mode sees, and so what is recorded: dispatcher-level ops below autograd and after
 CompositeImplicit decomposition (``F.linear`` shows up as ``aten::addmm``), which is the
 level a backend registers kernels at; ops of the test's own thread only, not of
-subprocesses. Capture never fails a test: if the mode cannot be entered or left, the
+subprocesses. Beside it, a TorchFunctionMode notes the few Tensor methods that branch on the
+device type in Python below no aten op (callspec.PYTHON_CALLS: DLPack's), as
+``python::Tensor.<name>`` calls. Capture never fails a test: if the mode cannot be entered or left, the
 error goes in the line and the test's outcome is its own. The mode itself can change what
 a test does (a test that makes tensor subclasses or hashes storages): ``--curate-capture-plain``
 (and without the compile path's recording backend) runs the tests plainly, outcomes only,
@@ -33,7 +35,7 @@ from typing import IO, Any
 
 import pytest
 
-from testcurator.plugin.callspec import call_key, example
+from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, python_call
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
 
@@ -120,10 +122,13 @@ def _recorder_class() -> type:
             self.worked: set[str] = set()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
             self.seen.add(func)
+            return self.run(op_name(func), func, args, kwargs or {})
+
+        def run(self, name: str, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+            """Call ``func`` and note it as ``name`` (its key, example, and whether it raised)."""
             # Before the call: an in-place or out= op would change what its inputs looked like.
-            pending = self._note(func, args, kwargs)
+            pending = self._note(name, args, kwargs)
             try:
                 out = func(*args, **kwargs)
             except BaseException:
@@ -142,11 +147,11 @@ def _recorder_class() -> type:
                     self.new[key] = text
             return out
 
-        def _note(self, func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
+        def _note(self, name: str, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
             """Record the call's key; its example (to keep if the call works), when its key has none
             yet (else :data:`NO_EXAMPLE`); None when the call has no key."""
             try:
-                key = call_key(op_name(func), args, kwargs)
+                key = call_key(name, args, kwargs)
             except Exception:  # a key is evidence, never a reason to fail the test
                 return None
             self.calls.add(key)
@@ -155,6 +160,30 @@ def _recorder_class() -> type:
             return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
 
     return OpRecorder
+
+
+@lru_cache(maxsize=1)
+def _python_recorder_class() -> type:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    names = {getattr(torch.Tensor, name): python_call(name) for name in PYTHON_CALLS}
+
+    class PythonCallRecorder(TorchFunctionMode):
+        """Notes the Tensor methods of :data:`PYTHON_CALLS` into an ``OpRecorder``'s sets, and
+        runs every function unchanged."""
+
+        def __init__(self, recorder: Any) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            name = names.get(func)
+            if name is None:
+                return func(*args, **(kwargs or {}))
+            return self.recorder.run(name, func, args, kwargs or {})
+
+    return PythonCallRecorder
 
 
 def opinfo_aten(op: Any) -> str | None:
@@ -253,22 +282,24 @@ class CapturePlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         pending = self._pending.setdefault(item.nodeid, _Pending())
-        recorder = None
-        try:
+        recorder, modes = None, []
+        try:  # the dispatch recorder, then the Python-call one that notes into it
             if not self.plain:
                 recorder = _recorder_class()(self._examples)
-                recorder.__enter__()
+                for mode in (recorder, _python_recorder_class()(recorder)):
+                    mode.__enter__()
+                    modes.append(mode)
         except Exception as exc:
             pending.errors.append(f"enter: {exc!r}")
-            recorder = None
         try:
             return (yield)
         finally:
-            if recorder is not None:
+            for mode in reversed(modes):
                 try:
-                    recorder.__exit__(None, None, None)
+                    mode.__exit__(None, None, None)
                 except Exception as exc:  # e.g. the test left its own mode pushed
                     pending.errors.append(f"exit: {exc!r}")
+            if modes:  # the dispatch recorder entered: what it saw is the test's
                 pending.ops.update(op_name(f) for f in recorder.seen)
                 pending.calls.update(recorder.calls)
                 pending.examples.update(recorder.new)

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from testcurator.plugin.callspec import is_host_call, rebuild, split_key, to_device
+from testcurator.plugin.callspec import PYTHON_NAMESPACE, is_host_call, is_python_call, rebuild, split_key, to_device
 from testcurator.runner.results.classify import classify
 
 # Ops whose outputs are not defined by their inputs: they are run, not compared.
@@ -28,9 +28,12 @@ MAX_ERROR = 600
 
 
 def resolve(op: str) -> Any:
-    """``aten::add.Tensor`` -> ``torch.ops.aten.add.Tensor`` (no overload: ``.default``)."""
+    """``aten::add.Tensor`` -> ``torch.ops.aten.add.Tensor`` (no overload: ``.default``);
+    ``python::Tensor.__dlpack__`` -> ``torch.Tensor.__dlpack__`` (callspec.PYTHON_CALLS)."""
     import torch
 
+    if is_python_call(op):
+        return getattr(torch.Tensor, op.removeprefix(PYTHON_NAMESPACE))
     namespace, _, rest = op.partition("::")
     name, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
@@ -49,6 +52,8 @@ def _tensors(value: Any) -> list[Any]:
 def _compared(func: Any, key: str) -> bool:
     import torch
 
+    if is_python_call(key):  # what they return names the device (DLPack's device tuple)
+        return False
     name = split_key(key)[0].partition("::")[2]
     return torch.Tag.nondeterministic_seeded not in func.tags and not name.startswith(_UNCOMPARED)
 

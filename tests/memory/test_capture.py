@@ -257,3 +257,18 @@ instantiate_device_type_tests(TestRaises, globals(), only_for="cpu")
     assert inst.raised == ("aten::embedding(float32,int64)",)
     assert set(inst.raised) < set(inst.calls) and "aten::neg(float32)" in inst.calls
     opmap.close()
+
+
+def test_dlpacks_python_level_device_mapping_is_recorded_as_a_call() -> None:
+    """Upstream test_dlpack's from_dlpack asks the tensor's ``__dlpack_device__``, which maps the
+    device type in Python (no aten op): curatedev and OpenReg fail there, so the capture notes it
+    as a call the probe can replay, with its example."""
+    import torch
+
+    recorder = capture._recorder_class()()
+    with recorder, capture._python_recorder_class()(recorder):
+        y = torch.from_dlpack(torch.arange(3.0))
+        torch.add(y, 1)
+    assert {"python::Tensor.__dlpack_device__(float32)", "python::Tensor.__dlpack__(float32)",
+            "aten::add.Tensor(float32)"} <= recorder.calls
+    assert json.loads(recorder.examples["python::Tensor.__dlpack_device__(float32)"])["args"][0]["shape"] == [3]

@@ -125,3 +125,16 @@ def test_storage_moves_and_pinning_are_probed_where_they_happen(backend: str | N
         assert "storage" in results[SET].error
     if expected.get(PIN) == "error":
         assert "PrivateUse1HooksInterface" in results[PIN].error
+
+
+@pytest.mark.parametrize("backend,device,status", [
+    ("curatedev.testing:setup_device_type_tests", "curatedev", "error"), (None, "cpu", "works")])
+def test_a_python_level_tensor_method_is_replayed_on_the_device(backend: str | None, device: str, status: str) -> None:
+    # DLPack maps the device type in Python: a privateuse1 device is unknown to it.
+    key = "python::Tensor.__dlpack_device__(float32)"
+    calls = {key: example((torch.arange(3.0),), {})}
+    [result] = probe_calls(calls, ProbeSpec(device=device, backend=backend, cwd=BACKEND_DIR,
+                                            env={"PYTHONPATH": str(BACKEND_DIR)}))
+    assert (result.call, result.status) == (key, status)
+    if status == "error":
+        assert "Unknown device type curatedev for Dlpack" in result.error
