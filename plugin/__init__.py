@@ -1,7 +1,8 @@
 """testcurator.plugin: the pytest plugins, which run inside pytest processes.
 
 ``entry.py`` (the ``pytest11`` entry point and its options), ``curate.py`` (applies a config:
-marks, edits, summary), ``capture.py`` (records the aten ops each test dispatches, and with
+marks, edits, summary), ``capture.py`` (records the aten ops each test dispatches, through the
+modes of ``recorder.py``, and with
 ``compile_capture.py`` those of the graphs it compiles, in the format of ``oprecord.py``),
 ``events.py`` (crash and hang events for the runner; with ``summary.py``, pytest's failure
 summary in linear time in the processes a run starts), ``collect.py`` (writes collected items

@@ -71,6 +71,26 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     return op, tuple(inner.split(",")) if inner else ()
 
 
+# A call that raised on CPU is also noted as its raising twin, ``raises:aten::polygamma(float32)``,
+# whose example is the raising inputs: the probe replays them on CPU and on the device, and the
+# twin works when the device raises the same error (a check the op makes before its kernel).
+RAISE_PREFIX = "raises:"
+
+
+def raise_call(key: str) -> str:
+    """``aten::polygamma(float32)`` -> ``raises:aten::polygamma(float32)``."""
+    return f"{RAISE_PREFIX}{key}"
+
+
+def is_raise_call(key: str) -> bool:
+    return key.startswith(RAISE_PREFIX)
+
+
+def call_words(key: str) -> str:
+    """How a reason names a call: a raising twin as the call with the inputs it raised on."""
+    return f"{key.removeprefix(RAISE_PREFIX)} with the inputs that raised on CPU" if is_raise_call(key) else key
+
+
 def python_call(name: str) -> str:
     """``__dlpack__`` -> ``python::Tensor.__dlpack__``: the op part of a :data:`PYTHON_CALLS` call's key."""
     return f"{PYTHON_NAMESPACE}{name}"

@@ -29,22 +29,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
-from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, python_call
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
+from testcurator.plugin.recorder import python_recorder_class, recorder_class
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
 PLAIN = "--curate-capture-plain"
 PLUGIN_NAME = "testcurator-capture"
-MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
-NO_EXAMPLE = "\0no example"  # a call noted for its key only (its key has an example, or the budget is spent)
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -89,101 +86,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     configure(config)
-
-
-@lru_cache(maxsize=1)
-def _recorder_class() -> type:
-    # torch is imported only when capture is on: the plugin loads in every pytest run.
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class OpRecorder(TorchDispatchMode):
-        """Notes each op (overload object, hashable) and runs it unchanged."""
-
-        # Without this, an eager torch.cond & co. under the mode raises NotImplementedError;
-        # with it, the HOP itself is recorded and runs as usual.
-        supports_higher_order_operators = True
-
-        @classmethod
-        def ignore_compile_internals(cls) -> bool:
-            # Without this dynamo falls back to eager under any active mode; with it, a test
-            # really compiles and plugin/compile_capture.py records the compiled graphs.
-            return True
-
-        def __init__(self, examples: dict[str, str | None] | None = None) -> None:
-            super().__init__()
-            self.seen: set[Any] = set()
-            self.calls: set[str] = set()
-            # The process's (shared by every test): one example per call key, the first seen.
-            self.examples = {} if examples is None else examples
-            self.new: dict[str, str] = {}
-            # Keys of calls that raised, and of calls that returned: a key that only raised is a
-            # call the test made to see it fail (OpRecord.raised).
-            self.raised: set[str] = set()
-            self.worked: set[str] = set()
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            self.seen.add(func)
-            return self.run(op_name(func), func, args, kwargs or {})
-
-        def run(self, name: str, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-            """Call ``func`` and note it as ``name`` (its key, example, and whether it raised)."""
-            # Before the call: an in-place or out= op would change what its inputs looked like.
-            pending = self._note(name, args, kwargs)
-            try:
-                out = func(*args, **kwargs)
-            except BaseException:
-                if pending is not None:
-                    self.raised.add(pending[0])
-                raise
-            if pending is not None:
-                self.worked.add(pending[0])
-            # Kept only once the call worked: a test of error handling (flip with a repeated
-            # dim) makes calls that fail on CPU too, and an example the probe cannot replay on
-            # CPU says nothing about the device; a later call of the same key may give one.
-            if pending is not None and pending[1] is not NO_EXAMPLE:
-                key, text = pending
-                self.examples[key] = text
-                if text is not None:
-                    self.new[key] = text
-            return out
-
-        def _note(self, name: str, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
-            """Record the call's key; its example (to keep if the call works), when its key has none
-            yet (else :data:`NO_EXAMPLE`); None when the call has no key."""
-            try:
-                key = call_key(name, args, kwargs)
-            except Exception:  # a key is evidence, never a reason to fail the test
-                return None
-            self.calls.add(key)
-            if key in self.examples or len(self.examples) >= MAX_EXAMPLES:
-                return key, NO_EXAMPLE
-            return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
-
-    return OpRecorder
-
-
-@lru_cache(maxsize=1)
-def _python_recorder_class() -> type:
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    names = {getattr(torch.Tensor, name): python_call(name) for name in PYTHON_CALLS}
-
-    class PythonCallRecorder(TorchFunctionMode):
-        """Notes the Tensor methods of :data:`PYTHON_CALLS` into an ``OpRecorder``'s sets, and
-        runs every function unchanged."""
-
-        def __init__(self, recorder: Any) -> None:
-            super().__init__()
-            self.recorder = recorder
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            name = names.get(func)
-            if name is None:
-                return func(*args, **(kwargs or {}))
-            return self.recorder.run(name, func, args, kwargs or {})
-
-    return PythonCallRecorder
 
 
 def opinfo_aten(op: Any) -> str | None:
@@ -285,8 +187,8 @@ class CapturePlugin:
         recorder, modes = None, []
         try:  # the dispatch recorder, then the Python-call one that notes into it
             if not self.plain:
-                recorder = _recorder_class()(self._examples)
-                for mode in (recorder, _python_recorder_class()(recorder)):
+                recorder = recorder_class()(self._examples)
+                for mode in (recorder, python_recorder_class()(recorder)):
                     mode.__enter__()
                     modes.append(mode)
         except Exception as exc:

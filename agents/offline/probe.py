@@ -22,6 +22,7 @@ from testcurator.agents.offline.facts import Draft, Facts, device_unused, expect
 from testcurator.agents.offline.rules import decision, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 from testcurator.names import split_dtypes
+from testcurator.plugin.callspec import call_words
 
 
 MAX_SHOWN = 6
@@ -108,7 +109,7 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
         return None
     first = calls[0]
     status, error = probe.gaps[first]
-    said = f"the probe replayed {first} on {backend.name}: {status} ({quote(error, 120)})"
+    said = f"the probe replayed {call_words(first)} on {backend.name}: {status} ({quote(error, 120)})"
     if len(failing) < len(kept):
         return decision(req.test, "xfail", f"Xfail: {said}; {len(failing)} of {len(kept)} instances make such "
                         f"calls and no dtype, op or module separates them{d.clause()}.", _gap_lines(probe, calls),

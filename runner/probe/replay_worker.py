@@ -18,7 +18,16 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from testcurator.plugin.callspec import PYTHON_NAMESPACE, is_host_call, is_python_call, rebuild, split_key, to_device
+from testcurator.plugin.callspec import (
+    PYTHON_NAMESPACE,
+    RAISE_PREFIX,
+    is_host_call,
+    is_python_call,
+    is_raise_call,
+    rebuild,
+    split_key,
+    to_device,
+)
 from testcurator.runner.results.classify import classify
 
 # Ops whose outputs are not defined by their inputs: they are run, not compared.
@@ -76,7 +85,33 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
     import torch
 
     with torch.no_grad():
+        if is_raise_call(key):
+            return _replay_raising(key.removeprefix(RAISE_PREFIX), example, device)
         return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
+
+
+def _replay_raising(key: str, example: str, device: str) -> tuple[str, str]:
+    """A call's raising inputs (callspec.RAISE_PREFIX): ``works`` when the device raises what CPU
+    raises (type and message); else the device's own error, or an error saying it did not raise."""
+    try:
+        func = resolve(split_key(key)[0])
+        args, kwargs = rebuild(example)
+    except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    try:
+        func(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the error CPU raises is what the device must match
+        expected = exc
+    else:
+        return "not_probed", "CPU replay did not raise"
+    dev_args, dev_kwargs = rebuild(example)
+    try:
+        func(*to_device(dev_args, device), **to_device(dev_kwargs, device))
+    except Exception as exc:  # noqa: BLE001 - the device's own error is the finding
+        if type(exc) is type(expected) and str(exc) == str(expected):
+            return "works", ""
+        return _failed(exc)
+    return "error", f"raised on CPU, not on the device: {_text(expected)}"
 
 
 def _host(key: str, example: str, device: str) -> tuple[str, str]:

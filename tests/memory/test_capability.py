@@ -13,6 +13,7 @@ from testcurator.memory.capability import (
 from testcurator.config.profile import BackendProfile
 from testcurator.memory.opmap import OpMap
 from testcurator.memory.run_identity import backend_digest
+from testcurator.plugin.callspec import raise_call
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.runner.probe.replay import ProbeResult
 from testcurator.vocab import TestKey
@@ -260,3 +261,33 @@ def test_an_instance_of_a_dtype_the_device_lacks_does_not_clear_its_ops_gap(
     contig = found[TestKey.parse("test/test_unary_ufuncs.py::TestUnaryUfuncs::test_contig_size1")]
     assert sorted(contig.instances, key=lambda i: i.op or "") == [
         ProbedInstance("float32", "double", gaps=(eq_f64,)), ProbedInstance("float32", "neg")]
+
+
+def test_a_call_made_to_see_it_raise_is_judged_by_its_raising_twin(tmp_path: Path) -> None:
+    # Upstream test_polygamma_neg expects polygamma's own message for n < 0: the probe replayed the
+    # raising inputs and curatedev raised the same error before its missing kernel. index_select's
+    # bound check is in the kernel curatedev lacks. A twin the probe did not replay leaves the call.
+    poly, isel, neg = "aten::polygamma(float32)", "aten::index_select(float32,int64)", "aten::neg(float32)"
+    path = "test/test_unary_ufuncs.py::TestUnaryUfuncsCPU::"
+
+    def rec(test: str, call: str) -> OpRecord:
+        return OpRecord(f"{path}{test}_cpu", f"TestUnaryUfuncs::{test}", "captured", device="cpu",
+                        calls=(ADD, call, raise_call(call)), raised=(call, raise_call(call)))
+
+    found = _evidence(tmp_path, (rec("test_polygamma_neg", poly), rec("test_index_error", isel),
+                                 rec("test_neg_error", neg)), {
+        poly: ProbeResult(poly, "missing_kernel", _missing("aten::polygamma.out")),
+        raise_call(poly): ProbeResult(raise_call(poly), "works"),
+        isel: ProbeResult(isel, "missing_kernel", _missing("aten::index_select")),
+        raise_call(isel): ProbeResult(raise_call(isel), "missing_kernel", _missing("aten::index_select")),
+        neg: ProbeResult(neg, "missing_kernel", _missing("aten::neg.out")),
+        raise_call(neg): ProbeResult(raise_call(neg), "not_probed", "CPU replay did not raise"),
+        ADD: ProbeResult(ADD, "works")})
+
+    def instance(test: str) -> ProbedInstance:
+        [inst] = found[TestKey.parse(f"test/test_unary_ufuncs.py::TestUnaryUfuncs::{test}")].instances
+        return inst
+
+    assert instance("test_polygamma_neg") == ProbedInstance(None, None, None)
+    assert instance("test_index_error") == ProbedInstance(None, None, None, (raise_call(isel),), (raise_call(isel),))
+    assert instance("test_neg_error") == ProbedInstance(None, None, None, (neg,), (neg,))

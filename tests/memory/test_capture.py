@@ -9,6 +9,7 @@ import pytest
 
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin import capture
+from testcurator.plugin.recorder import python_recorder_class, recorder_class
 from testcurator.plugin.oprecord import op_name
 
 pytest_plugins = ("pytester",)
@@ -128,7 +129,7 @@ def test_mode_that_cannot_enter_never_fails_the_test(
         def __enter__(self) -> None:
             raise RuntimeError("mode stack is busy")
 
-    monkeypatch.setattr(capture, "_recorder_class", lambda: Broken)
+    monkeypatch.setattr(capture, "recorder_class", lambda: Broken)
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
     result = pytester.runpytest_inprocess("--curate-capture-ops", "ops.jsonl", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
@@ -166,7 +167,7 @@ def test_without_the_option_nothing_is_registered(pytester: pytest.Pytester) -> 
 def test_recorder_runs_higher_order_ops() -> None:
     import torch
 
-    with capture._recorder_class()() as recorder:
+    with recorder_class()() as recorder:
         x = torch.ones(3)
         out = torch.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,))
     assert out.tolist() == [2.0, 2.0, 2.0]
@@ -208,7 +209,7 @@ def test_an_example_is_kept_only_from_a_call_that_worked() -> None:
 
     import torch
 
-    with capture._recorder_class()() as recorder:
+    with recorder_class()() as recorder:
         x = torch.ones(2, 2, dtype=torch.bool)
         with pytest.raises(RuntimeError, match="appears multiple times"):
             torch.flip(x, (1, 1))
@@ -223,14 +224,18 @@ def test_a_call_that_only_raised_is_told_from_one_that_also_worked() -> None:
     to see it fail."""
     import torch
 
-    with capture._recorder_class()() as recorder:
+    with recorder_class()() as recorder:
         x = torch.ones(2, 2, dtype=torch.bool)
         with pytest.raises(RuntimeError):
             torch.flip(x, (1, 1))
         torch.flip(x, (0,))
         with pytest.raises(RuntimeError, match="must be 2-D"):
             torch.nn.functional.embedding(torch.zeros(2, dtype=torch.long), torch.tensor(1.0))
-    assert recorder.raised - recorder.worked == {"aten::embedding(float32,int64)"}
+    # each raising call is noted as its raising twin too, with the raising inputs as its example
+    assert recorder.raised - recorder.worked == {"aten::embedding(float32,int64)", "raises:aten::embedding(float32,int64)",
+                                                 "raises:aten::flip(bool)"}
+    assert json.loads(recorder.examples["raises:aten::flip(bool)"])["args"][1] == {"list": [1, 1]}
+    assert json.loads(recorder.examples["raises:aten::embedding(float32,int64)"])["args"][0]["shape"] == []  # the 0-d weight
 
 
 def test_the_calls_that_only_raised_reach_the_op_map(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -254,7 +259,7 @@ instantiate_device_type_tests(TestRaises, globals(), only_for="cpu")
     opmap = OpMap(tmp_path / "ops.sqlite")
     opmap.ingest(out)
     [inst] = list(opmap.instance_calls())
-    assert inst.raised == ("aten::embedding(float32,int64)",)
+    assert inst.raised == ("aten::embedding(float32,int64)", "raises:aten::embedding(float32,int64)")
     assert set(inst.raised) < set(inst.calls) and "aten::neg(float32)" in inst.calls
     opmap.close()
 
@@ -265,8 +270,8 @@ def test_dlpacks_python_level_device_mapping_is_recorded_as_a_call() -> None:
     as a call the probe can replay, with its example."""
     import torch
 
-    recorder = capture._recorder_class()()
-    with recorder, capture._python_recorder_class()(recorder):
+    recorder = recorder_class()()
+    with recorder, python_recorder_class()(recorder):
         y = torch.from_dlpack(torch.arange(3.0))
         torch.add(y, 1)
     assert {"python::Tensor.__dlpack_device__(float32)", "python::Tensor.__dlpack__(float32)",

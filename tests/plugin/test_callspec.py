@@ -7,7 +7,18 @@ import json
 import pytest
 import torch
 
-from testcurator.plugin.callspec import MAX_CHARS, call_key, example, is_host_call, rebuild, split_key, to_device
+from testcurator.plugin.callspec import (
+    MAX_CHARS,
+    call_key,
+    call_words,
+    example,
+    is_host_call,
+    is_raise_call,
+    raise_call,
+    rebuild,
+    split_key,
+    to_device,
+)
 
 
 def test_key_names_the_op_and_every_tensor_dtype_in_order() -> None:
@@ -65,3 +76,9 @@ def test_a_storage_argument_is_replayed_by_its_size_and_moves_with_the_call() ->
 def test_host_calls_are_the_pinning_ops_by_name() -> None:
     assert is_host_call("aten::_pin_memory(float32)") and is_host_call("aten::is_pinned(int64)")
     assert not is_host_call("aten::add.Tensor(float32,float32)") and not is_host_call("aten::_pin_memory_x(float32)")
+
+
+def test_a_raising_twin_is_named_for_a_reader_as_the_call_and_its_raising_inputs() -> None:
+    assert call_words(raise_call("aten::polygamma(float32)")) == "aten::polygamma(float32) with the inputs that raised on CPU"
+    assert call_words("aten::polygamma(float32)") == "aten::polygamma(float32)"
+    assert is_raise_call(raise_call("aten::neg(float32)")) and not is_raise_call("aten::neg(float32)")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from testcurator.errors import ExecutionError
-from testcurator.plugin.callspec import call_key, example
+from testcurator.plugin.callspec import call_key, example, raise_call
 from testcurator.runner.probe.replay import ProbeSpec, probe_calls
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,3 +138,16 @@ def test_a_python_level_tensor_method_is_replayed_on_the_device(backend: str | N
     assert (result.call, result.status) == (key, status)
     if status == "error":
         assert "Unknown device type curatedev for Dlpack" in result.error
+
+
+def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
+    # Upstream test_polygamma_neg: polygamma checks n before its kernel, which curatedev lacks,
+    # so the device raises CPU's very error; index_select's bound check is in the kernel itself.
+    x = torch.tensor([1.0, 2.0])
+    cases = {"aten::polygamma(float32)": ((-1, x), "works"),
+             "aten::index_select(float32,int64)": ((x, 0, torch.tensor([5])), "missing_kernel"),
+             "aten::neg(float32)": ((x,), "not_probed")}  # it does not raise on CPU: nothing to compare
+    calls = {raise_call(key): example(args, {}) for key, (args, _) in cases.items()}
+    results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
+    assert {k: r.status for k, r in results.items()} == {raise_call(k): status for k, (_, status) in cases.items()}
+    assert "did not raise" in results[raise_call("aten::neg(float32)")].error

@@ -1,0 +1,135 @@
+"""The modes that note each call a test makes, for the capture (``capture.py``).
+
+``recorder_class()``: a TorchDispatchMode that notes every aten overload and every distinct call
+(overload + input dtypes, :func:`testcurator.plugin.callspec.call_key`) with one replayable example
+per key and process, and the calls that raised (each also as its raising twin,
+:func:`testcurator.plugin.callspec.raise_call`, with the raising inputs as its example).
+``python_recorder_class()``: a TorchFunctionMode that notes the few Tensor methods that branch on
+the device type in Python below any aten op (callspec.PYTHON_CALLS), into a dispatch recorder.
+torch is imported only when they are first asked for: the plugin loads in every pytest run.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, python_call, raise_call
+from testcurator.plugin.oprecord import op_name
+
+MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
+NO_EXAMPLE = "\0no example"  # a call noted for its key only (its key has an example, or the budget is spent)
+
+
+@lru_cache(maxsize=1)
+def recorder_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpRecorder(TorchDispatchMode):
+        """Notes each op (overload object, hashable) and runs it unchanged."""
+
+        # Without this, an eager torch.cond & co. under the mode raises NotImplementedError;
+        # with it, the HOP itself is recorded and runs as usual.
+        supports_higher_order_operators = True
+
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            # Without this dynamo falls back to eager under any active mode; with it, a test
+            # really compiles and plugin/compile_capture.py records the compiled graphs.
+            return True
+
+        def __init__(self, examples: dict[str, str | None] | None = None) -> None:
+            super().__init__()
+            self.seen: set[Any] = set()
+            self.calls: set[str] = set()
+            # The process's (shared by every test): one example per call key, the first seen.
+            self.examples = {} if examples is None else examples
+            self.new: dict[str, str] = {}
+            # Keys of calls that raised, and of calls that returned: a key that only raised is a
+            # call the test made to see it fail (OpRecord.raised).
+            self.raised: set[str] = set()
+            self.worked: set[str] = set()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            self.seen.add(func)
+            return self.run(op_name(func), func, args, kwargs or {})
+
+        def run(self, name: str, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+            """Call ``func`` and note it as ``name`` (its key, example, and whether it raised)."""
+            # Before the call: an in-place or out= op would change what its inputs looked like.
+            pending = self._note(name, args, kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except BaseException as exc:
+                if pending is not None:
+                    self.raised.add(pending[0])
+                    if isinstance(exc, Exception):
+                        self._note_raise(pending, args, kwargs)
+                raise
+            if pending is not None:
+                self.worked.add(pending[0])
+            # Kept only once the call worked: a test of error handling (flip with a repeated
+            # dim) makes calls that fail on CPU too, and an example the probe cannot replay on
+            # CPU says nothing about the device; a later call of the same key may give one.
+            if pending is not None and pending[1] is not NO_EXAMPLE:
+                key, text = pending
+                self.examples[key] = text
+                if text is not None:
+                    self.new[key] = text
+            return out
+
+        def _note(self, name: str, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
+            """Record the call's key; its example (to keep if the call works), when its key has none
+            yet (else :data:`NO_EXAMPLE`); None when the call has no key."""
+            try:
+                key = call_key(name, args, kwargs)
+            except Exception:  # a key is evidence, never a reason to fail the test
+                return None
+            self.calls.add(key)
+            if key in self.examples or len(self.examples) >= MAX_EXAMPLES:
+                return key, NO_EXAMPLE
+            return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
+
+        def _note_raise(self, pending: tuple[str, str | None], args: Any, kwargs: dict[str, Any]) -> None:
+            """Note a call that raised as its raising twin (callspec.raise_call), with these inputs
+            as the twin's example: the probe replays them on the device to see whether it raises
+            the same error (upstream test_polygamma_neg: polygamma's own check of n, before the
+            kernel the device lacks)."""
+            key, text = pending
+            twin = raise_call(key)
+            self.calls.add(twin)
+            self.raised.add(twin)
+            if "::" not in key or key.startswith("higher_order::") or twin in self.examples \
+                    or len(self.examples) >= MAX_EXAMPLES:
+                return
+            # The inputs as the call got them (a check raises before it writes), encoded once.
+            text = text if isinstance(text, str) and text is not NO_EXAMPLE else example(args, kwargs)
+            self.examples[twin] = text
+            if text is not None:
+                self.new[twin] = text
+
+    return OpRecorder
+
+
+@lru_cache(maxsize=1)
+def python_recorder_class() -> type:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    names = {getattr(torch.Tensor, name): python_call(name) for name in PYTHON_CALLS}
+
+    class PythonCallRecorder(TorchFunctionMode):
+        """Notes the Tensor methods of :data:`PYTHON_CALLS` into an ``OpRecorder``'s sets, and
+        runs every function unchanged."""
+
+        def __init__(self, recorder: Any) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            name = names.get(func)
+            if name is None:
+                return func(*args, **(kwargs or {}))
+            return self.recorder.run(name, func, args, kwargs or {})
+
+    return PythonCallRecorder
