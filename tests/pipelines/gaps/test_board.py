@@ -73,15 +73,21 @@ def _run(k: Any) -> Any:
                "aten::addmv(float32,float32,float32)": ("missing_kernel", ADDMV),
                "aten::native_layer_norm(float32)": ("missing_kernel", BATCH_NORM),
                "aten::nonzero.out(float32,int64)": ("crash", "the process died (signal SIGSEGV)"),
-               "aten::add.Tensor(float32,float32)": ("works", "")},
+               "aten::add.Tensor(float32,float32)": ("works", ""),
+               # DLPack maps the device in Python: the probe's replay fails as the draft did
+               "python::Tensor.__dlpack_device__(float32)": ("error", "ValueError: Unknown device type gapdev for Dlpack"),
+               # a raising twin: its gap is its call's op
+               "raises:aten::dot(float32,float32)": ("missing_kernel", DOT)},
         capture=[
             k.captured("test_ops", ["aten::dot(float32,float32)", "aten::dot.out(float32,float32,float32)"], op="matmul"),
             k.captured("test_ops", ["aten::dot(int64,int64)"], op="matmul", dtype="int64"),
-            k.captured("test_mv", ["aten::dot(float32,float32)", "aten::addmv(float32,float32,float32)"]),
+            k.captured("test_mv", ["aten::dot(float32,float32)", "aten::addmv(float32,float32,float32)",
+                                   "raises:aten::dot(float32,float32)"]),
             k.captured("test_layer_norm", ["aten::native_layer_norm(float32)", "aten::add.Tensor(float32,float32)"]),
             k.captured("test_unfold_view", ["aten::unfold(float32)", "aten::select.int(float32)",
                                             "aten::copy_(float32,float32)"], dtype=None),
             k.captured("test_nonzero", ["aten::nonzero.out(int64,int64)"], dtype="int64"),
+            k.captured("test_dlpack", ["python::Tensor.__dlpack_device__(float32)"]),
         ])
 
 
@@ -100,7 +106,8 @@ def test_gaps_group_overloads_and_dtypes_under_the_op_the_device_lacks(board: Bo
     assert gaps["aten::dot"]["status"] == "missing_kernel"
     assert "aten::native_batch_norm" in gaps and "aten::native_layer_norm" not in gaps
     assert gaps["aten::unfold"]["status"] == "view_copy" and gaps["aten::unfold"]["dtypes"] == ["-"]
-    assert gaps["DLPack"]["kind"] == "feature"
+    assert gaps["DLPack"]["kind"] == "feature"  # the draft's failure and the probe's replay: one row
+    assert not [name for name in gaps if "python::" in name or "raises:" in name]
     assert gaps["aten::nonzero"]["status"] == "crash"  # crashed in the draft; the probe saw nonzero.out crash
     assert [g.id.name for g in board.dtypes] == ["float64"]  # a dtype the profile does not declare, apart
 
