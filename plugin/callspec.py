@@ -88,7 +88,7 @@ def is_raise_call(key: str) -> bool:
 
 def call_words(key: str) -> str:
     """How a reason names a call: a raising twin as the call with the inputs it raised on."""
-    return f"{key.removeprefix(RAISE_PREFIX)} with the inputs that raised on CPU" if is_raise_call(key) else key
+    return f"{key.removeprefix(RAISE_PREFIX)} (the inputs that raised on CPU)" if is_raise_call(key) else key
 
 
 def python_call(name: str) -> str:

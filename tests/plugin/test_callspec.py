@@ -79,6 +79,6 @@ def test_host_calls_are_the_pinning_ops_by_name() -> None:
 
 
 def test_a_raising_twin_is_named_for_a_reader_as_the_call_and_its_raising_inputs() -> None:
-    assert call_words(raise_call("aten::polygamma(float32)")) == "aten::polygamma(float32) with the inputs that raised on CPU"
+    assert call_words(raise_call("aten::polygamma(float32)")) == "aten::polygamma(float32) (the inputs that raised on CPU)"
     assert call_words("aten::polygamma(float32)") == "aten::polygamma(float32)"
     assert is_raise_call(raise_call("aten::neg(float32)")) and not is_raise_call("aten::neg(float32)")

@@ -14,6 +14,7 @@ from testcurator.agents.brain import (
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline.brain import OfflineBrain
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
+from testcurator.plugin.callspec import raise_call
 
 BACKEND = BackendContext(name="curatedev", device="curatedev", hooks=("eager_ops", "autograd"),
                          supported_dtypes=frozenset({"float32", "int64", "bool"}), has_fallback=True)
@@ -207,3 +208,11 @@ def test_a_call_made_to_raise_a_bare_runtime_error_is_no_gap(expects: str, mode:
     assert decide(probe, dtypes=(), source=source).mode == mode
     made_to_work = ProbeEvidence({INDEX_PUT: INDEX_PUT_MISSING}, (ProbedInstance(None, None, None, (INDEX_PUT,)),), 4)
     assert decide(made_to_work, dtypes=(), source=source).mode == "xfail_strict"  # a gap it did not expect
+
+
+def test_a_raising_twins_gap_is_named_as_the_call_and_its_raising_inputs() -> None:
+    # upstream test_trivial_fancy_out_of_bounds: the bound check is in the kernel the device lacks
+    twin = raise_call(SORT)
+    record = decide(ProbeEvidence({twin: MISSING}, (I("float32", None, (twin,)),)))
+    assert record.mode == "xfail_strict"
+    assert f"replayed {SORT} (the inputs that raised on CPU) on curatedev: missing_kernel" in record.reason, record.reason
