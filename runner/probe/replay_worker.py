@@ -90,12 +90,17 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
         return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
 
 
+def _rebuilt(key: str, example: str) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The call's function and its example's arguments, fresh."""
+    args, kwargs = rebuild(example)
+    return resolve(split_key(key)[0]), args, kwargs
+
+
 def _replay_raising(key: str, example: str, device: str) -> tuple[str, str]:
     """A call's raising inputs (callspec.RAISE_PREFIX): ``works`` when the device raises what CPU
     raises (type and message); else the device's own error, or an error saying it did not raise."""
     try:
-        func = resolve(split_key(key)[0])
-        args, kwargs = rebuild(example)
+        func, args, kwargs = _rebuilt(key, example)
     except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
         return "not_probed", f"CPU replay failed: {_text(exc)}"
     try:
@@ -118,8 +123,7 @@ def _host(key: str, example: str, device: str) -> tuple[str, str]:
     """A host call (callspec.HOST_CALLS): its tensors stay on the host, its device is the
     device; this process has the backend loaded, which is what the call depends on."""
     try:
-        func = resolve(split_key(key)[0])
-        args, kwargs = rebuild(example)
+        func, args, kwargs = _rebuilt(key, example)
     except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
         return "not_probed", f"CPU replay failed: {_text(exc)}"
     try:
