@@ -12,8 +12,8 @@ collected test, naming an ``@ops`` test's OpInfo and the aten op behind it.
 What the mode sees, and so what is recorded: dispatcher-level ops below autograd and after
 CompositeImplicit decomposition (``F.linear`` shows up as ``aten::addmm``), which is the
 level a backend registers kernels at; ops of the test's own thread only, not of
-subprocesses. Beside it, a TorchFunctionMode notes the few Tensor methods that branch on the
-device type in Python below no aten op (callspec.PYTHON_CALLS: DLPack's), as
+subprocesses. Beside it, the few Tensor methods that branch on the device type in Python below
+no aten op (callspec.PYTHON_CALLS: DLPack's) are wrapped for the call phase and noted as
 ``python::Tensor.<name>`` calls. Capture never fails a test: if the mode cannot be entered or left, the
 error goes in the line and the test's outcome is its own. The mode itself can change what
 a test does (a test that makes tensor subclasses or hashes storages): ``--curate-capture-plain``
@@ -36,7 +36,7 @@ import pytest
 
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
-from testcurator.plugin.recorder import python_recorder_class, recorder_class
+from testcurator.plugin.recorder import PythonCallRecorder, recorder_class
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
@@ -188,7 +188,7 @@ class CapturePlugin:
         try:  # the dispatch recorder, then the Python-call one that notes into it
             if not self.plain:
                 recorder = recorder_class()(self._examples)
-                for mode in (recorder, python_recorder_class()(recorder)):
+                for mode in (recorder, PythonCallRecorder(recorder)):
                     mode.__enter__()
                     modes.append(mode)
         except Exception as exc:

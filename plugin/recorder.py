@@ -4,13 +4,14 @@
 (overload + input dtypes, :func:`testcurator.plugin.callspec.call_key`) with one replayable example
 per key and process, and the calls that raised (each also as its raising twin,
 :func:`testcurator.plugin.callspec.raise_call`, with the raising inputs as its example).
-``python_recorder_class()``: a TorchFunctionMode that notes the few Tensor methods that branch on
-the device type in Python below any aten op (callspec.PYTHON_CALLS), into a dispatch recorder.
+``PythonCallRecorder``: wraps the few Tensor methods that branch on the device type in Python
+below any aten op (callspec.PYTHON_CALLS), noting their calls into a dispatch recorder.
 torch is imported only when they are first asked for: the plugin loads in every pytest run.
 """
 
 from __future__ import annotations
 
+import functools
 from functools import lru_cache
 from typing import Any
 
@@ -111,25 +112,40 @@ def recorder_class() -> type:
     return OpRecorder
 
 
-@lru_cache(maxsize=1)
-def python_recorder_class() -> type:
-    import torch
-    from torch.overrides import TorchFunctionMode
+class PythonCallRecorder:
+    """While entered, the Tensor methods of :data:`PYTHON_CALLS` note each call into a dispatch
+    recorder (``recorder_class()``) and run unchanged.
 
-    names = {getattr(torch.Tensor, name): python_call(name) for name in PYTHON_CALLS}
+    The methods are wrapped on ``torch.Tensor`` for the test's call phase, not seen through a
+    TorchFunctionMode: with such a mode active every tensor "has a torch function", and code that
+    takes a fast path only without one changes under it (upstream
+    test_multihead_attention_fastpath_for_all_batchfirst failed on CPU and on the device, and
+    passed under the mode)."""
 
-    class PythonCallRecorder(TorchFunctionMode):
-        """Notes the Tensor methods of :data:`PYTHON_CALLS` into an ``OpRecorder``'s sets, and
-        runs every function unchanged."""
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self._saved: dict[str, Any] = {}
 
-        def __init__(self, recorder: Any) -> None:
-            super().__init__()
-            self.recorder = recorder
+    def __enter__(self) -> PythonCallRecorder:
+        import torch
 
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            name = names.get(func)
-            if name is None:
-                return func(*args, **(kwargs or {}))
-            return self.recorder.run(name, func, args, kwargs or {})
+        for name in PYTHON_CALLS:
+            self._saved[name] = original = torch.Tensor.__dict__[name]
+            setattr(torch.Tensor, name, self._wrapped(python_call(name), original))
+        return self
 
-    return PythonCallRecorder
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        self._saved.clear()
+
+    def _wrapped(self, key: str, original: Any) -> Any:
+        recorder = self.recorder
+
+        @functools.wraps(original)
+        def method(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            return recorder.run(key, original, (tensor, *args), kwargs)
+
+        return method

@@ -9,7 +9,7 @@ import pytest
 
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin import capture
-from testcurator.plugin.recorder import python_recorder_class, recorder_class
+from testcurator.plugin.recorder import PythonCallRecorder, recorder_class
 from testcurator.plugin.oprecord import op_name
 
 pytest_plugins = ("pytester",)
@@ -271,9 +271,24 @@ def test_dlpacks_python_level_device_mapping_is_recorded_as_a_call() -> None:
     import torch
 
     recorder = recorder_class()()
-    with recorder, python_recorder_class()(recorder):
+    with recorder, PythonCallRecorder(recorder):
         y = torch.from_dlpack(torch.arange(3.0))
         torch.add(y, 1)
     assert {"python::Tensor.__dlpack_device__(float32)", "python::Tensor.__dlpack__(float32)",
             "aten::add.Tensor(float32)"} <= recorder.calls
     assert json.loads(recorder.examples["python::Tensor.__dlpack_device__(float32)"])["args"][0]["shape"] == [3]
+
+
+def test_recording_leaves_no_torch_function_on_the_tests_tensors() -> None:
+    """Upstream test_multihead_attention_fastpath_for_all_batchfirst takes MHA's fast path only
+    when no tensor has a torch function: under a TorchFunctionMode it took the slow one and
+    passed on CPU, while it fails on CPU and on the device without one."""
+    import torch
+
+    x, original = torch.ones(2), torch.Tensor.__dict__["__dlpack_device__"]
+    recorder = recorder_class()()
+    with recorder, PythonCallRecorder(recorder):
+        assert not torch.overrides.has_torch_function((x,))
+        torch.from_dlpack(x)
+    assert torch.Tensor.__dict__["__dlpack_device__"] is original  # restored after the test
+    assert "python::Tensor.__dlpack_device__(float32)" in recorder.calls
