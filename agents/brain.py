@@ -130,7 +130,8 @@ class BucketRequest:
     parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos. ``probe``: what the
     device's capability table says about the calls it made (None: not probed).
     ``cpu_outcomes``: how each instance the capture ran on CPU (the reference device) ended,
-    and ``cpu_failure`` the first CPU failure's exception line.
+    and ``cpu_failure`` the first CPU failure's exception line; ``cpu_failed`` the (dtype, op,
+    module) of each instance that failed there ('' for none).
     """
 
     test: str
@@ -147,6 +148,7 @@ class BucketRequest:
     probe: ProbeEvidence | None = None
     cpu_outcomes: tuple[str, ...] = ()
     cpu_failure: str = ""
+    cpu_failed: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

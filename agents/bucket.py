@@ -79,6 +79,7 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             probe=(probe or {}).get(TestKey.of(rel, generic)),
             cpu_outcomes=tuple(ev.cpu.values()),
             cpu_failure=ev.cpu_failure,
+            cpu_failed=ev.cpu_failed,
         ))
     return requests
 

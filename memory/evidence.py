@@ -21,7 +21,7 @@ from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
 from testcurator.names import split_dtypes
 from testcurator.plugin.oprecord import OpRecord
-from testcurator.vocab import TestKey
+from testcurator.vocab import FAILING, TestKey
 
 T = TypeVar("T")
 _LISTS = ("aten", "dtypes", "instances", "modules", "ops")
@@ -32,7 +32,8 @@ class TestEvidence:
     """One device-generic test: the OpInfo ops, dtypes and ModuleInfos it is instantiated
     over, the aten ops its instances dispatched on CPU, its instances' node ids, and each
     captured instance's outcome on CPU (node id -> outcome), and the first CPU failure's
-    exception line (when one failed)."""
+    exception line (when one failed); ``cpu_failed``: the (dtype, op, module) of each captured
+    instance that failed there, '' for none, so that a rule can tell whether an edit leaves any."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -43,15 +44,19 @@ class TestEvidence:
     instances: tuple[str, ...] = ()
     cpu: Mapping[str, str] = field(default_factory=dict)
     cpu_failure: str = ""
+    cpu_failed: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out = {**{name: list(getattr(self, name)) for name in _LISTS}, "cpu": dict(self.cpu)}
+        if self.cpu_failed:
+            out["cpu_failed"] = [list(kind) for kind in self.cpu_failed]
         return {**out, "cpu_failure": self.cpu_failure} if self.cpu_failure else out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TestEvidence:
         return cls(**{name: tuple(data.get(name, ())) for name in _LISTS}, cpu=dict(data.get("cpu", {})),
-                   cpu_failure=str(data.get("cpu_failure") or ""))
+                   cpu_failure=str(data.get("cpu_failure") or ""),
+                   cpu_failed=tuple((str(d), str(o), str(m)) for d, o, m in data.get("cpu_failed", ())))
 
 
 def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
@@ -62,7 +67,7 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         key = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic)
         entry = found.get(key)
         if entry is None:  # not setdefault: its default would be built for every record
-            entry = found[key] = {**{name: set() for name in _LISTS}, "cpu": {}, "failures": {}}
+            entry = found[key] = {**{name: set() for name in _LISTS}, "cpu": {}, "failures": {}, "failed": set()}
         entry["instances"].add(rec.nodeid)
         for name, value in (("ops", rec.op), ("modules", rec.module)):
             if value:
@@ -75,11 +80,14 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
             entry["aten"].update(rec.aten)
             if rec.outcome:
                 entry["cpu"][rec.nodeid] = rec.outcome
+                if rec.outcome in FAILING:
+                    entry["failed"].add((rec.dtype or "", rec.op or "", rec.module or ""))
             if rec.failure:
                 entry["failures"][rec.nodeid] = rec.failure
     return {key: TestEvidence(**{name: tuple(sorted(entry[name])) for name in _LISTS},
                               cpu=dict(sorted(entry["cpu"].items())),
-                              cpu_failure=entry["failures"][min(entry["failures"])] if entry["failures"] else "")
+                              cpu_failure=entry["failures"][min(entry["failures"])] if entry["failures"] else "",
+                              cpu_failed=tuple(sorted(entry["failed"])))
             for key, entry in sorted(found.items())}
 
 

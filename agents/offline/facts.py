@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from testcurator.agents.brain import SOURCE_LINES, BucketRequest
 from testcurator.agents.offline.rules import Wish
+from testcurator.names import split_dtypes
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,12 @@ class Draft:
 
     def clause(self) -> str:
         return f", with {'; '.join(self.notes)}" if self.notes else ""
+
+    def excludes(self, dtype: str | None, op: str | None, module: str | None) -> bool:
+        """Whether these edits leave out an instance of ``dtype`` (either member of a pair), ``op``
+        and ``module``."""
+        return (any(d in self.exclude_dtypes for d in split_dtypes(dtype)) or bool(op) and op in self.exclude_ops
+                or bool(module) and module in self.exclude_modules)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
                        f"{OPS}::TestCommonCPU::test_out_mul_cpu_int64": "failed"}
     assert len(out.instances) == 2
     assert out.cpu_failure == "AssertionError: Tensor-likes are not equal!"
+    assert out.cpu_failed == (("int64", "mul", ""),)  # what a rule needs to tell whether an edit leaves it out
     assert TestEvidence.from_json(json.loads(json.dumps(out.to_json()))) == out
 
 
@@ -49,8 +50,8 @@ def test_gather_lists_each_member_of_a_dtype_pair() -> None:
 def test_write_then_read_round_trips_and_keeps_the_file_format(tmp_path: Path) -> None:
     path = write_evidence(tmp_path / "evidence.json", gather(RECORDS))
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "cpu_failure", "dtypes", "instances", "modules",
-                                                            "ops"]
+    assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "cpu_failed", "cpu_failure", "dtypes",
+                                                            "instances", "modules", "ops"]
     assert "cpu_failure" not in data[f"{OPS}::test_plain"]  # only when a CPU instance failed
     assert read_evidence(path) == gather(RECORDS)
 
