@@ -141,6 +141,9 @@ def _report_event(report: pytest.TestReport) -> dict[str, Any]:
         "duration": report.duration, "wasxfail": getattr(report, "wasxfail", None),
         "user_properties": [[str(k), str(v)] for k, v in report.user_properties],
         "pid": os.getpid(), "time": time.time(),
+        # pytest 9 reports each unittest subTest of the call phase on its own, before the call's
+        # own report: a failing subTest leaves the call itself passing.
+        **({"subtest": True} if getattr(report, "context", None) is not None else {}),
     }
 
 
