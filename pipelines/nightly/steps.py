@@ -24,6 +24,7 @@ from testcurator.memory.evidence import read_evidence
 from testcurator.memory.stage import EVIDENCE
 from testcurator.memory.run_identity import config_digest
 from testcurator.pipelines.emit_guard import check_before_disk
+from testcurator.pipelines.nightly import reverify
 from testcurator.pipelines.nights.assess import Assessment, quarantine_decision
 from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
@@ -34,7 +35,7 @@ from testcurator.runner.progress import LineProgress
 from testcurator.runner.shards.executors import Executor, ExecutorOptions
 from testcurator.runner.shards.registry import make_executor
 from testcurator.runner.shards.run import run_sharded
-from testcurator.runner.results.records import read_jsonl
+from testcurator.runner.results.records import read_jsonl, write_jsonl
 from testcurator.runner.reconcile import is_infrastructure
 from testcurator.runner.verdict import verdict
 from testcurator.vocab import FAILING, UNEXPECTED_PASS, TestKey
@@ -87,16 +88,18 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 
 
 def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int,
-              settled: frozenset[str] = frozenset(), isolate: frozenset[str] = frozenset()) -> list[Any]:
+              settled: frozenset[str] = frozenset(), isolate: frozenset[str] = frozenset(),
+              only: frozenset[TestKey] | None = None) -> list[Any]:
     """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it);
     failures of the ``settled`` tests are not retried; the tests of the ``isolate`` dtypes
-    each run in a forked process."""
+    each run in a forked process; with ``only``, only those tests."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
         # other tests at collection (the config would skip them one report at a time).
-        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), ctx.only_tests, ctx.torch_root)))
-                if ctx.only_tests else ())
+        only = ctx.only_tests if only is None else only
+        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), only, ctx.torch_root)))
+                if only else ())
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
@@ -203,13 +206,37 @@ def verify(ctx: RunContext, store: RunStore) -> None:
     Configs that end the run as they stood when it started were judged on the device at its
     start (pipelines/nightly/judge.py): that run is their verification, not run twice."""
     judged = judged_as_final(ctx, store)
-    records = read_jsonl(judged) if judged else run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries)
+    reused = 0
+    if judged:
+        records = read_jsonl(judged)
+    else:
+        records, reused = _verify_run(ctx, store)
     summary = suite_summary(records, judged or store.path("verify", "results.jsonl"))
-    store.write_json("verify.json", {**summary, "reused_judge": judged is not None})
+    store.write_json("verify.json", {**summary, "reused_judge": judged is not None, "reused_draft": reused})
     outcomes = summary["outcomes"]
     ctx.say("verify: " + ("the configs are the standing ones, judged at the start of this run: " if judged else "")
             + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
             + (f" ({len(summary['flaky'])} passed only on retry)" if summary["flaky"] else ""))
+
+
+def _verify_run(ctx: RunContext, store: RunStore) -> tuple[list[Any], int]:
+    """The verification's records, and how many of them are the draft's (nightly/reverify.py):
+    only the tests whose final entry is not the draft's mandatory one run again."""
+    done, draft = store.path("verify", "results.jsonl"), store.path("exec", "results.jsonl")
+    reuse = None
+    if not done.exists() and draft.is_file() and not ctx.only_tests:
+        reuse = reverify.plan(read_jsonl(draft), store.path(EXEC_CONFIG), ctx.configs_dir, ctx.torch_root, draft)
+    if reuse is None:
+        return run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries), 0
+    ctx.say(f"verify: {len(reuse.reused)} mandatory test(s) ran tonight in the draft under the entry they end "
+            f"with ({len(reuse.records)} results taken from it); running the other {len(reuse.rerun)}")
+    ran = run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries, only=reuse.rerun) if reuse.rerun else []
+    records = [*reuse.records, *ran]
+    store.path("verify").mkdir(parents=True, exist_ok=True)
+    if done.exists():
+        done.replace(done.with_name("ran.jsonl"))  # this run's own results, beside the merged ones
+    write_jsonl(done, records)
+    return records, len(reuse.records)
 
 
 def judged_as_final(ctx: RunContext, store: RunStore) -> Path | None:
