@@ -165,6 +165,11 @@ class _Pass:
         if self.only is not None:  # last: it replaces a --curate-only of the spec's own
             argv.append(f"--curate-only={self.only}")
         log = Path(f"{stem}.log")
+        # An invocation of this name that a killed run left (``run --resume`` of an interrupted
+        # stage): its workers' event and fault files are appended to, never truncated, and its
+        # tests would count as this one's (the holdout's resumed verification: exit 3, "XML cut short").
+        for stale in self.work.glob(f"{stem.name}.events.jsonl*"):
+            stale.unlink()
         tail, fold = EventTail(events), EventFold()
         started = time.monotonic()
         with log.open("w", encoding="utf-8") as out:

@@ -290,3 +290,16 @@ def test_a_test_known_to_fail_on_cpu_too_is_not_retried(tmp_path: Path) -> None:
     settled, wrong = got["test_missing.py::test_missing_kernel"], got["test_missing.py::test_wrong"]
     assert (settled.outcome, settled.attempts) == ("failed", 1)
     assert (wrong.outcome, wrong.attempts) == ("failed", 3)
+
+
+def test_a_killed_runs_event_files_are_not_read_as_this_runs(tmp_path: Path) -> None:
+    # run --resume of an interrupted verification: the killed run's worker left its event and
+    # fault files under the same invocation name; the holdout's resumed run counted them (exit 3).
+    path = _write(tmp_path, "test_two.py", "def test_a(): pass\ndef test_b(): pass\n")
+    work = tmp_path / "out" / "work"
+    work.mkdir(parents=True)
+    stale = {"event": "start", "nodeid": "test_gone.py::test_old", "pid": 1, "time": 0.0}
+    (work / "run-0.events.jsonl.gw5").write_text(json.dumps(stale) + "\n", encoding="utf-8")
+    (work / "run-0.events.jsonl.gw5.fault").write_text("Fatal Python error: Aborted\n", encoding="utf-8")
+    got = _run(tmp_path, path, timeout=60, retries=0)
+    assert {n: r.outcome for n, r in got.items()} == {"test_two.py::test_a": "passed", "test_two.py::test_b": "passed"}
