@@ -53,8 +53,9 @@ def plan(draft: Sequence[TestRecord], draft_config: Path, final_config: Path, to
         after = load_config(final_config, torch_root=torch_root)
     except ConfigError:
         return None
-    reused = frozenset(key for key in by_test if _entry(after, key, torch_root) == _entry(before, key, torch_root)
-                       and _entry(after, key, torch_root)[0] == MANDATORY)
+    reused = frozenset(key for key in by_test
+                       if (final := _entry(after, key, torch_root))[0] == MANDATORY
+                       and final == _entry(before, key, torch_root))
     records = tuple(replace(rec, source=str(results)) for key in sorted(reused, key=str) for rec in by_test[key])
     return Reuse(records, frozenset(by_test) - reused, reused)
 
