@@ -161,28 +161,26 @@ def identity_fields(nodeid: str, identity: dict[str, Any]) -> dict[str, Any]:
 def _phase_outcome(reports: list[dict[str, Any]]) -> tuple[str, str | None]:
     by_when = {r["when"]: r for r in reports if not r.get("subtest")}
     setup, call, teardown = by_when.get("setup"), by_when.get("call"), by_when.get("teardown")
-    subtests = _subtests_outcome([r for r in reports if r.get("subtest")])
-    if subtests is not None and (setup is None or setup["outcome"] == "passed"):
-        outcome, text = subtests
-        if teardown is not None and teardown["outcome"] == "failed" and outcome not in FAILING:
-            return "error", teardown.get("longrepr")
-        return outcome, text
     if setup is not None and setup["outcome"] == "failed":
         return "error", setup.get("longrepr")
     if setup is not None and setup["outcome"] == "skipped":
         return ("xfailed" if setup.get("wasxfail") is not None else "skipped"), setup.get("longrepr")
-    outcome, text = "passed", None
-    if call is not None:
-        xfail = call.get("wasxfail") is not None
-        if call["outcome"] == "failed":
-            outcome, text = "failed", call.get("longrepr")
-        elif call["outcome"] == "skipped":
-            outcome, text = ("xfailed" if xfail else "skipped"), call.get("longrepr") or call.get("wasxfail")
-        elif xfail:
-            outcome = "xpassed"
+    outcome, text = _subtests_outcome([r for r in reports if r.get("subtest")]) or _call_outcome(call)
     if teardown is not None and teardown["outcome"] == "failed" and outcome not in FAILING:
         outcome, text = "error", teardown.get("longrepr")
     return outcome, text
+
+
+def _call_outcome(call: dict[str, Any] | None) -> tuple[str, str | None]:
+    """The call phase's own report's outcome (no report: it passed, as a test with no call)."""
+    if call is None:
+        return "passed", None
+    xfail = call.get("wasxfail") is not None
+    if call["outcome"] == "failed":
+        return "failed", call.get("longrepr")
+    if call["outcome"] == "skipped":
+        return ("xfailed" if xfail else "skipped"), call.get("longrepr") or call.get("wasxfail")
+    return ("xpassed" if xfail else "passed"), None
 
 
 def _subtests_outcome(subtests: list[dict[str, Any]]) -> tuple[str, str | None] | None:
