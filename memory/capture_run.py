@@ -34,8 +34,9 @@ from testcurator.vocab import TestKey
 # 3: calls and replayable examples (the probe); 4: storage arguments; 5: examples of calls that worked;
 # 6: failures confirmed without the dispatch mode (and --curate-only no longer narrows at run time),
 # so that no cached record keeps a failure the capture itself caused; 7: the calls that only raised;
-# 8: DLPack's Python-level calls (callspec.PYTHON_CALLS)
-CAPTURE_FORMAT = "oprecord/8"
+# 8: DLPack's Python-level calls (callspec.PYTHON_CALLS); 9: torch.nn modules' forwards
+# (callspec.MODULE_NAMESPACE) and sparse COO examples
+CAPTURE_FORMAT = "oprecord/9"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13

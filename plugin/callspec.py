@@ -11,8 +11,13 @@ size. The probe
 (runner/probe/replay_worker.py) rebuilds the call from it with fresh values, once on CPU and once
 on the device, from the same inputs.
 
-Bounded: a call whose arguments hold something else (a generator, a sparse or quantized
-tensor, a tensor over :data:`MAX_NUMEL` elements) gets no example (the probe reports it
+A sparse COO tensor is noted by its indices (values kept, as for any index tensor), its values
+and its size, and rebuilt as one on CPU; moved to the device, it needs the device's sparse kernels
+(upstream embedding_bag's ``sparse=True`` gradient is read with ``_indices``/``_values``, which a
+device without sparse COO tensors cannot run).
+
+Bounded: a call whose arguments hold something else (a generator, a quantized or compressed
+sparse tensor, a tensor over :data:`MAX_NUMEL` elements) gets no example (the probe reports it
 ``not_probed``), and an example longer than :data:`MAX_CHARS` is dropped the same way.
 """
 
@@ -35,10 +40,17 @@ HOST_CALLS = frozenset({"aten::_pin_memory", "aten::is_pinned", "aten::pin_memor
 # Tensor methods that branch on the device's type in Python and reach no dispatcher op, so no
 # aten call shows their gap: DLPack's device mapping knows cpu, cuda, xpu..., and upstream
 # test_dlpack's from_dlpack fails on a privateuse1 device with "Unknown device type ... for
-# Dlpack". The capture notes them (a TorchFunctionMode) as ``python::Tensor.<name>`` calls, which
-# the probe replays as it does aten calls.
+# Dlpack". The capture notes them (wrapped on torch.Tensor) as ``python::Tensor.<name>`` calls,
+# which the probe replays as it does aten calls.
 PYTHON_CALLS = ("__dlpack__", "__dlpack_device__")
 PYTHON_NAMESPACE = "python::Tensor."
+
+# A torch.nn module's forward, noted as ``module::nn.GRUCell(float64)`` (its dtype) when it returns:
+# composite ops choose their kernels by the device type above the dispatcher's view, so the calls
+# CPU makes are not the device's (``gru_cell`` runs ``_thnn_fused_gru_cell`` on a privateuse1
+# device, a kernel only CUDA has). The probe builds the module from its ModuleInfo in torch's
+# module_db and runs it on CPU and on the device (runner/probe/module_replay.py).
+MODULE_NAMESPACE = "module::"
 
 
 class Unreplayable(ValueError):
@@ -101,6 +113,16 @@ def is_python_call(key: str) -> bool:
     return key.startswith(PYTHON_NAMESPACE)
 
 
+def module_call(name: str, dtype: str | None) -> str:
+    """(``nn.GRUCell``, ``float64``) -> ``module::nn.GRUCell(float64)``."""
+    return f"{MODULE_NAMESPACE}{name}({dtype or ''})"
+
+
+def is_module_call(key: str) -> bool:
+    """Whether the call ``key`` is a torch.nn module's forward (:data:`MODULE_NAMESPACE`)."""
+    return key.startswith(MODULE_NAMESPACE)
+
+
 def is_host_call(key: str) -> bool:
     """Whether the call ``key`` is one of :data:`HOST_CALLS` (any dtypes)."""
     return split_key(key)[0] in HOST_CALLS
@@ -131,6 +153,10 @@ def _encode(value: Any, torch: Any) -> Any:
 
 
 def _encode_tensor(t: Any, torch: Any) -> dict[str, Any]:
+    if t.layout == torch.sparse_coo and t.device.type != "meta":
+        return {"sparse_coo": {"indices": _encode_tensor(t._indices(), torch),
+                               "values": _encode_tensor(t._values(), torch),
+                               "size": list(t.shape), "coalesced": t.is_coalesced()}}
     if t.layout != torch.strided or t.is_quantized or t.is_nested or t.device.type == "meta":
         raise Unreplayable(f"tensor layout {t.layout}")
     if t.numel() > MAX_NUMEL:
@@ -184,6 +210,10 @@ def _decode(value: Any, gen: Any, torch: Any) -> Any:
         return value
     if "tensor" in value:
         return _fresh(value, gen, torch)
+    if "sparse_coo" in value:
+        spec = value["sparse_coo"]
+        return torch.sparse_coo_tensor(_fresh(spec["indices"], gen, torch), _fresh(spec["values"], gen, torch).detach(),
+                                       spec["size"], is_coalesced=spec["coalesced"] and "values" in spec["indices"])
     if "storage" in value:  # fresh bytes: what a storage holds is the tensors' business
         return torch.zeros(value["storage"], dtype=torch.uint8).untyped_storage()
     if "list" in value:
@@ -219,6 +249,8 @@ def to_device(value: Any, device: str, *, move: bool = True) -> Any:
 
     if not move and not isinstance(value, (torch.device, list, dict)):
         return value
+    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        return value.detach().to(device)  # its own layout's kernels on the device (sparse COO)
     if isinstance(value, torch.Tensor):
         moved = _move(value, device)
         return moved.detach().requires_grad_() if value.requires_grad and value.is_leaf else moved

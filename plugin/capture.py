@@ -36,7 +36,7 @@ import pytest
 
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
-from testcurator.plugin.recorder import PythonCallRecorder, recorder_class
+from testcurator.plugin.recorder import ModuleCallRecorder, PythonCallRecorder, recorder_class
 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
@@ -185,10 +185,10 @@ class CapturePlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         pending = self._pending.setdefault(item.nodeid, _Pending())
         recorder, modes = None, []
-        try:  # the dispatch recorder, then the Python-call one that notes into it
+        try:  # the dispatch recorder, then the Python-call and module ones that note into it
             if not self.plain:
                 recorder = recorder_class()(self._examples)
-                for mode in (recorder, PythonCallRecorder(recorder)):
+                for mode in (recorder, PythonCallRecorder(recorder), ModuleCallRecorder(recorder)):
                     mode.__enter__()
                     modes.append(mode)
         except Exception as exc:

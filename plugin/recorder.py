@@ -6,16 +6,19 @@ per key and process, and the calls that raised (each also as its raising twin,
 :func:`testcurator.plugin.callspec.raise_call`, with the raising inputs as its example).
 ``PythonCallRecorder``: wraps the few Tensor methods that branch on the device type in Python
 below any aten op (callspec.PYTHON_CALLS), noting their calls into a dispatch recorder.
+``ModuleCallRecorder``: notes each torch.nn module forward that returns as a module call
+(callspec.MODULE_NAMESPACE) into a dispatch recorder.
 torch is imported only when they are first asked for: the plugin loads in every pytest run.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from functools import lru_cache
 from typing import Any
 
-from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, python_call, raise_call
+from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, module_call, python_call, raise_call
 from testcurator.plugin.oprecord import op_name
 
 MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
@@ -78,6 +81,13 @@ def recorder_class() -> type:
                 if text is not None:
                     self.new[key] = text
             return out
+
+        def note(self, key: str, text: str) -> None:
+            """Note a call that ran outside the dispatcher (a module's forward), with its example."""
+            self.calls.add(key)
+            self.worked.add(key)
+            if key not in self.examples and len(self.examples) < MAX_EXAMPLES:
+                self.examples[key] = self.new[key] = text
 
         def _note(self, name: str, args: Any, kwargs: dict[str, Any]) -> tuple[str, str | None] | None:
             """Record the call's key; its example (to keep if the call works), when its key has none
@@ -149,3 +159,60 @@ class PythonCallRecorder:
             return recorder.run(key, original, (tensor, *args), kwargs)
 
         return method
+
+
+# Containers run their children, whose own forwards are noted; they compute nothing themselves.
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
+
+
+@lru_cache(maxsize=None)
+def nn_name(cls: type) -> str | None:
+    """``torch.nn.GRUCell`` -> ``nn.GRUCell`` (the ModuleInfo name); None for a class torch.nn
+    does not export (a test's own module) and for containers."""
+    import torch.nn
+
+    name = cls.__name__
+    return f"nn.{name}" if getattr(torch.nn, name, None) is cls and name not in _CONTAINERS else None
+
+
+def module_dtype(module: Any, args: Any) -> str | None:
+    """The dtype a module computes in: its first floating or complex parameter's, else its first
+    such input's."""
+    import torch
+
+    tensors = [*module.parameters(recurse=False), *(a for a in args if isinstance(a, torch.Tensor))]
+    for t in tensors:
+        if t.is_floating_point() or t.is_complex():
+            return str(t.dtype).removeprefix("torch.")
+    return None
+
+
+class ModuleCallRecorder:
+    """While entered, each torch.nn module forward that returns notes ``module::nn.X(dtype)`` into a
+    dispatch recorder (``recorder_class()``), through a global forward hook: its example is the
+    module's name and dtype, from which the probe builds it again (runner/probe/module_replay.py).
+    A forward that raises notes nothing: a test of a module's errors does not run it."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self._handle: Any = None
+
+    def __enter__(self) -> ModuleCallRecorder:
+        from torch.nn.modules.module import register_module_forward_hook
+
+        self._handle = register_module_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def _hook(self, module: Any, args: Any, output: Any) -> None:
+        try:
+            name = nn_name(type(module))
+            if name is not None:
+                dtype = module_dtype(module, args)
+                self.recorder.note(module_call(name, dtype), json.dumps({"module": name, "dtype": dtype}))
+        except Exception:  # a note is evidence, never a reason to fail the test
+            pass

@@ -30,7 +30,7 @@ BATCH = 1000  # calls per worker process: each start imports torch and the backe
 TAIL = 600
 # How calls are replayed (runner/probe/replay_worker.py): part of the capability table's key, so a
 # table filled by older rules is not reused. 2: host calls stay on the host; no autograd.
-REPLAY_VERSION = 2
+REPLAY_VERSION = 3
 NO_EXAMPLE = "no replayable example was recorded on CPU"
 
 

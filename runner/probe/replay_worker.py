@@ -22,12 +22,14 @@ from testcurator.plugin.callspec import (
     PYTHON_NAMESPACE,
     RAISE_PREFIX,
     is_host_call,
+    is_module_call,
     is_python_call,
     is_raise_call,
     rebuild,
     split_key,
     to_device,
 )
+from testcurator.runner.probe import module_replay
 from testcurator.runner.results.classify import classify
 
 # Ops whose outputs are not defined by their inputs: they are run, not compared.
@@ -84,6 +86,8 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
     a leaf that requires grad is what autograd's own kernel did, not an error)."""
     import torch
 
+    if is_module_call(key):  # a module runs as a test runs it, with autograd
+        return _replay_module(key, example, device)
     with torch.no_grad():
         if is_raise_call(key):
             return _replay_raising(key.removeprefix(RAISE_PREFIX), example, device)
@@ -117,6 +121,27 @@ def _replay_raising(key: str, example: str, device: str) -> tuple[str, str]:
             return "works", ""
         return _failed(exc)
     return "error", f"raised on CPU, not on the device: {_text(expected)}"
+
+
+def _replay_module(key: str, example: str, device: str) -> tuple[str, str]:
+    """A module's forward (runner/probe/module_replay.py): its ModuleInfo's first sample, on CPU
+    and on the device; a device failure in an op CPU called too is left to that op's calls."""
+    try:
+        info = module_replay.module_info(key)
+        if info is None:
+            return "not_probed", "no ModuleInfo in torch's module_db builds this module"
+        dtype, sample = module_replay.sample(info, example)
+        cpu_ops = module_replay.run(info, dtype, sample, "cpu")
+    except Exception as exc:  # noqa: BLE001 - CPU cannot run the sample: nothing to learn
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    try:
+        module_replay.run(info, dtype, sample, device)
+    except Exception as exc:  # noqa: BLE001 - the device's own error is the finding
+        status, error = _failed(exc)
+        if module_replay.deferred(error, cpu_ops):
+            return "not_probed", f"left to the op's own calls (CPU's run calls it too): {error}"
+        return status, error
+    return "works", ""
 
 
 def _host(key: str, example: str, device: str) -> tuple[str, str]:

@@ -21,7 +21,9 @@ the first that matches wins. Order matters and is deliberate:
    and never a dtype, so the dtype rule cannot steal an op failure.
 5. ``unsupported_op``: ``Could not run 'aten::add.out' with arguments from the 'curatedev'
    backend``, ``The operator 'aten::x' is not currently implemented for the X device``,
-   a ``NotImplementedError`` naming ``aten::x``, a missing derivative.
+   a ``NotImplementedError`` naming ``aten::x``, a missing derivative, ATen's stub for an op a
+   backend must register itself (``convolution_overrideable not implemented. You are likely
+   triggering this with tensor backend other than CPU/CUDA/MKLDNN``).
 6. ``numerical_mismatch``: ``torch.testing.assert_close`` / ``TestCase.assertEqual``
    reports (``Tensor-likes are not close!``, ``Mismatched elements: 3 / 4 (75.0%)``,
    ``Greatest absolute/relative difference``), and metadata mismatches (``The values for
@@ -243,6 +245,10 @@ _OP_PATTERNS = (
     re.compile(r"derivative for (?P<op>[\w:.]+) is not implemented"),
     re.compile(r"^(?:\w+\.)*NotImplementedError:[^\n]*?(?P<op>aten::[\w.]+)", re.M),
     re.compile(r"\b(?P<op>aten::[\w.]+)\b[^\n]*?(?:not implemented|not supported|no kernel)", re.I),
+    # ATen's stubs for the ops a backend outside CPU/CUDA must register itself (convolution
+    # reaches ``convolution_overrideable`` on any privateuse1 device): they name the op bare.
+    re.compile(r"^(?:\w+\.)*NotImplementedError: (?P<op>\w+)(?: not implemented\.|:) You are likely triggering "
+               r"this with tensor backend other than", re.M),
 )
 _WHOLE_LINE_OPS = frozenset({3, 4})  # indexes of _OP_PATTERNS whose evidence is the line
 
@@ -252,7 +258,8 @@ def _unsupported_op(inp: _Input) -> Classification | None:
         match = pattern.search(inp.focus)
         if match:
             evidence = _line_of(inp.focus, match) if index in _WHOLE_LINE_OPS else match.group(0)
-            return Classification("unsupported_op", _clip(evidence), op=match.group("op"))
+            op = match.group("op")
+            return Classification("unsupported_op", _clip(evidence), op=op if "::" in op else f"aten::{op}")
     return None
 
 

@@ -47,10 +47,24 @@ def test_rebuild_keeps_shapes_strides_dtypes_scalars_and_small_integer_values() 
 
 
 @pytest.mark.parametrize("value", [
-    torch.Generator(), torch.randn(4, 4).to_sparse(), torch.empty(1 << 21, dtype=torch.uint8), list(range(5000)),
-], ids=["generator", "sparse", "too many elements", "too long"])
+    torch.Generator(), torch.randn(4, 4).to_sparse_csr(), torch.empty(1 << 21, dtype=torch.uint8), list(range(5000)),
+], ids=["generator", "sparse csr", "too many elements", "too long"])
 def test_what_cannot_be_replayed_gets_no_example(value: object) -> None:
     assert example((value,), {}) is None
+
+
+@pytest.mark.parametrize("coalesce", [True, False], ids=["coalesced", "uncoalesced"])
+def test_a_sparse_coo_argument_is_rebuilt_with_its_indices_and_moves_as_sparse(coalesce: bool) -> None:
+    # embedding_bag's sparse gradient is read with _indices/_values: the device needs sparse kernels.
+    sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1, 1], [2, 0, 2]]), torch.ones(3), (2, 3))
+    sparse = sparse.coalesce() if coalesce else sparse
+    text = example((sparse,), {})
+    assert text is not None
+    (got,), _ = rebuild(text)
+    assert got.layout == torch.sparse_coo and got.shape == (2, 3) and got.is_coalesced() == coalesce
+    assert got._indices().tolist() == sparse._indices().tolist() and got._values().dtype == torch.float32
+    moved = to_device([got], "meta")[0]
+    assert moved.layout == torch.sparse_coo and moved.device.type == "meta"
 
 
 def test_an_example_is_bounded_json() -> None:
