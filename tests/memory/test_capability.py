@@ -192,6 +192,21 @@ def test_an_uncaptured_modules_instance_makes_the_missing_calls_of_its_module_el
         ProbedInstance("float32", None, "nn.NLLLoss", (nll,)), ProbedInstance("float32", None, "nn.ReLU")]
 
 
+def test_a_modules_forward_that_fails_on_the_device_is_its_gap_in_every_test_that_runs_it(tmp_path: Path) -> None:
+    # Holdout test_modules on OpenReg: GRUCell's forward takes _thnn_fused_gru_cell there, which
+    # no CPU call shows; the module call carries it to test_grad's uncaptured instance.
+    gru, where = "module::nn.GRUCell(float32)", "test/test_modules.py::TestModule"
+    error = _missing("aten::_thnn_fused_gru_cell").replace("'curatedev' backend", "'CPU' backend")
+    found = _evidence(tmp_path, (
+        _instance(where, "test_forward", "captured", (ADD, gru), module="nn.GRUCell"),
+        _instance(where, "test_grad", "captured", (ADD,), module="nn.ReLU"),
+        _instance(where, "test_grad", "static", module="nn.GRUCell"),  # left out by the budget
+    ), {gru: ProbeResult(gru, "missing_kernel", error), ADD: ProbeResult(ADD, "works")})
+    grad = found[TestKey.parse(f"{where}::test_grad")]
+    assert grad.gaps == {gru: ("missing_kernel", error)}
+    assert ProbedInstance("float32", None, "nn.GRUCell", (gru,)) in grad.instances
+
+
 def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_path: Path) -> None:
     # Upstream test_unary_ufuncs' ``byte`` OpInfo compares its uint8 result in every input dtype:
     # eq.Tensor(uint8,uint8), which curatedev lacks, is the op's, not the float32 instance's.

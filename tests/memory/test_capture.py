@@ -9,7 +9,7 @@ import pytest
 
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin import capture
-from testcurator.plugin.recorder import PythonCallRecorder, recorder_class
+from testcurator.plugin.recorder import ModuleCallRecorder, PythonCallRecorder, recorder_class
 from testcurator.plugin.oprecord import op_name
 
 pytest_plugins = ("pytester",)
@@ -292,3 +292,27 @@ def test_recording_leaves_no_torch_function_on_the_tests_tensors() -> None:
         torch.from_dlpack(x)
     assert torch.Tensor.__dict__["__dlpack_device__"] is original  # restored after the test
     assert "python::Tensor.__dlpack_device__(float32)" in recorder.calls
+
+
+def test_each_torch_nn_forward_that_returns_is_recorded_as_a_module_call() -> None:
+    """``gru_cell`` runs ``_thnn_fused_gru_cell`` on a privateuse1 device and a decomposition on
+    CPU: the capture notes the module itself, with its dtype, for the probe to build and run.
+    A test's own module and a container are not torch.nn's to build; a forward that raises
+    (a test of the module's errors) notes nothing."""
+    import torch
+
+    class Mine(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    recorder = recorder_class()()
+    with recorder, ModuleCallRecorder(recorder):
+        torch.nn.Sequential(torch.nn.Linear(3, 2).double(), Mine())(torch.ones(1, 3, dtype=torch.float64))
+        torch.nn.ReLU()(torch.ones(2, dtype=torch.bfloat16))
+        with pytest.raises(RuntimeError):
+            torch.nn.GRUCell(3, 2)(torch.ones(1, 5))
+    modules = {c for c in recorder.calls if c.startswith("module::")}
+    assert modules == {"module::nn.Linear(float64)", "module::nn.ReLU(bfloat16)"}
+    assert json.loads(recorder.examples["module::nn.Linear(float64)"]) == {"module": "nn.Linear", "dtype": "float64"}
+    assert "aten::addmm(float64,float64,float64)" in recorder.calls
+    assert not torch.nn.modules.module._global_forward_hooks  # the hook goes with the test

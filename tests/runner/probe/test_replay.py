@@ -8,6 +8,7 @@ backend in its own process: registering the device must not leak into this one.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -151,3 +152,20 @@ def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
     results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
     assert {k: r.status for k, r in results.items()} == {raise_call(k): status for k, (_, status) in cases.items()}
     assert "did not raise" in results[raise_call("aten::neg(float32)")].error
+
+
+@pytest.mark.parametrize("module,status", [
+    ("nn.GRUCell", "missing_kernel"),  # _thnn_fused_gru_cell: chosen on the device, never on CPU
+    ("nn.Linear", "works"),  # addmm is on curatedev's allowlist
+    ("nn.LeakyReLU", "not_probed"),  # leaky_relu is missing, but CPU's run calls it: its own calls decide
+    ("nn.Sequential", "not_probed"),  # module_db has no ModuleInfo to build it from
+])
+def test_a_module_call_is_built_from_its_moduleinfo_and_run_on_the_device(module: str, status: str) -> None:
+    key = f"module::{module}(float32)"
+    calls = {key: json.dumps({"module": module, "dtype": "float32"})}
+    [result] = probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))
+    assert (result.call, result.status) == (key, status), result.error
+    if module == "nn.GRUCell":
+        assert "aten::_thnn_fused_gru_cell" in result.error
+    if module == "nn.LeakyReLU":
+        assert "CPU's run calls it too" in result.error
