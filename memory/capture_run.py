@@ -35,8 +35,8 @@ from testcurator.vocab import TestKey
 # 6: failures confirmed without the dispatch mode (and --curate-only no longer narrows at run time),
 # so that no cached record keeps a failure the capture itself caused; 7: the calls that only raised;
 # 8: DLPack's Python-level calls (callspec.PYTHON_CALLS); 9: torch.nn modules' forwards
-# (callspec.MODULE_NAMESPACE) and sparse COO examples
-CAPTURE_FORMAT = "oprecord/9"
+# (callspec.MODULE_NAMESPACE) and sparse COO examples; 10: a sparse call's key names its layout
+CAPTURE_FORMAT = "oprecord/10"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13

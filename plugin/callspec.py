@@ -57,23 +57,38 @@ class Unreplayable(ValueError):
     """An argument the example format cannot rebuild."""
 
 
-def _tensor_dtypes(value: Any, torch: Any, out: list[str]) -> None:
+def _tensor_dtypes(value: Any, torch: Any, out: list[str], layouts: set[str]) -> None:
     if isinstance(value, torch.Tensor):
         out.append(str(value.dtype).removeprefix("torch."))
+        if value.layout != torch.strided:
+            layouts.add(str(value.layout).removeprefix("torch."))
     elif isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, (torch.Tensor, list, tuple)):
-                _tensor_dtypes(item, torch, out)
+                _tensor_dtypes(item, torch, out, layouts)
 
 
 def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
-    """``aten::add.Tensor(float32,float32)``: the op and its tensor arguments' dtypes, in order."""
+    """``aten::add.Tensor(float32,float32)``: the op and its tensor arguments' dtypes, in order.
+
+    A tensor argument of another layout than strided names it after the op,
+    ``aten::clone[sparse_coo](float32)``: a sparse call runs the device's sparse kernels, a
+    dense one its dense kernels, and neither says anything about the other (one example per
+    key: a sparse ``clone`` example made every dense ``clone(float32)`` of OpenReg's holdout
+    fail in the probe, on Sparseopenreg)."""
     import torch
 
     dtypes: list[str] = []
-    _tensor_dtypes(list(args), torch, dtypes)
-    _tensor_dtypes([kwargs[k] for k in sorted(kwargs)], torch, dtypes)
-    return f"{op}({','.join(dtypes)})"
+    layouts: set[str] = set()
+    _tensor_dtypes(list(args), torch, dtypes, layouts)
+    _tensor_dtypes([kwargs[k] for k in sorted(kwargs)], torch, dtypes, layouts)
+    marker = f"[{','.join(sorted(layouts))}]" if layouts else ""
+    return f"{op}{marker}({','.join(dtypes)})"
+
+
+def dispatch_op(op: str) -> str:
+    """``aten::clone[sparse_coo]`` (a key's op part) -> ``aten::clone``: the op to call."""
+    return op.partition("[")[0]
 
 
 def split_key(key: str) -> tuple[str, tuple[str, ...]]:

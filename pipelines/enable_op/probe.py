@@ -28,7 +28,7 @@ from testcurator.memory.capability import device_calls
 from testcurator.memory.opmap import InstanceCalls, OpMap
 from testcurator.pipelines.context import Say
 from testcurator.pipelines.probe import ProbeTarget, run_probe
-from testcurator.plugin.callspec import split_key
+from testcurator.plugin.callspec import dispatch_op, split_key
 from testcurator.runner.probe.replay import ProbeResult
 from testcurator.vocab import PROBE_GAPS, TestKey, op_key
 
@@ -61,7 +61,7 @@ class TableCheck:
 def op_calls(calls: Sequence[str], op: str) -> list[str]:
     """The calls of ``calls`` to OP (any overload: ``sort`` has ``aten::sort.values_stable``)."""
     base = op_key(op).split(".", 1)[0]
-    return [c for c in calls if split_key(c)[0].partition("::")[2].split(".", 1)[0] == base]
+    return [c for c in calls if dispatch_op(split_key(c)[0]).partition("::")[2].split(".", 1)[0] == base]
 
 
 def _instances(state_dir: Path, keys: set[str]) -> dict[str, list[InstanceCalls]]:

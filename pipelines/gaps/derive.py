@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from testcurator.plugin.callspec import split_key
+from testcurator.plugin.callspec import dispatch_op, split_key
 
 # ATen ops whose output aliases their input (``Tensor(a)`` returns in native_functions.yaml), as
 # the capture records them (CompositeImplicit ops such as ``real``, ``narrow`` or ``tensor_split``
@@ -73,12 +73,12 @@ def _words(text: str) -> set[str]:
 
 def view_ops_in(calls: Iterable[str]) -> list[str]:
     """The view ops among ``calls`` (op overload x dtypes), by base name, sorted."""
-    bases = {split_key(c)[0].split(".", 1)[0] for c in calls}
+    bases = {dispatch_op(split_key(c)[0]).split(".", 1)[0] for c in calls}
     return sorted(b for b in bases if b in VIEW_OPS)
 
 
 def _writes(calls: Iterable[str]) -> bool:
-    return any(split_key(c)[0].split(".", 1)[0].endswith("_") for c in calls)
+    return any(dispatch_op(split_key(c)[0]).split(".", 1)[0].endswith("_") for c in calls)
 
 
 def looks_like_view_copy(failure_class: str | None, failure_text: str, calls: Iterable[str]) -> bool:

@@ -21,6 +21,7 @@ from typing import IO, Any
 from testcurator.plugin.callspec import (
     PYTHON_NAMESPACE,
     RAISE_PREFIX,
+    dispatch_op,
     is_host_call,
     is_module_call,
     is_python_call,
@@ -45,7 +46,7 @@ def resolve(op: str) -> Any:
 
     if is_python_call(op):
         return getattr(torch.Tensor, op.removeprefix(PYTHON_NAMESPACE))
-    namespace, _, rest = op.partition("::")
+    namespace, _, rest = dispatch_op(op).partition("::")
     name, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
 
@@ -65,7 +66,7 @@ def _compared(func: Any, key: str) -> bool:
 
     if is_python_call(key):  # what they return names the device (DLPack's device tuple)
         return False
-    name = split_key(key)[0].partition("::")[2]
+    name = dispatch_op(split_key(key)[0]).partition("::")[2]
     return torch.Tag.nondeterministic_seeded not in func.tags and not name.startswith(_UNCOMPARED)
 
 

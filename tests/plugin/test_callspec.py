@@ -11,6 +11,7 @@ from testcurator.plugin.callspec import (
     MAX_CHARS,
     call_key,
     call_words,
+    dispatch_op,
     example,
     is_host_call,
     is_raise_call,
@@ -27,6 +28,15 @@ def test_key_names_the_op_and_every_tensor_dtype_in_order() -> None:
     assert call_key("aten::cumsum.out", (x, 0), {"out": x.double()}) == "aten::cumsum.out(float32,float64)"
     assert split_key("aten::cumsum.out(float32,float64)") == ("aten::cumsum.out", ("float32", "float64"))
     assert split_key("aten::empty.memory_format()") == ("aten::empty.memory_format", ())
+
+
+def test_a_sparse_argument_names_its_layout_in_the_key() -> None:
+    # One example per key: a sparse clone must not stand for every dense clone(float32).
+    sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.ones(2), (3,))
+    assert call_key("aten::clone", (sparse,), {}) == "aten::clone[sparse_coo](float32)"
+    assert call_key("aten::add.Tensor", (torch.ones(3), [sparse]), {}) == "aten::add.Tensor[sparse_coo](float32,float32)"
+    assert call_key("aten::clone", (torch.ones(3),), {}) == "aten::clone(float32)"
+    assert dispatch_op(split_key("aten::add.Tensor[sparse_coo](float32)")[0]) == "aten::add.Tensor"
 
 
 def test_rebuild_keeps_shapes_strides_dtypes_scalars_and_small_integer_values() -> None:

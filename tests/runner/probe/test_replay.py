@@ -169,3 +169,13 @@ def test_a_module_call_is_built_from_its_moduleinfo_and_run_on_the_device(module
         assert "aten::_thnn_fused_gru_cell" in result.error
     if module == "nn.LeakyReLU":
         assert "CPU's run calls it too" in result.error
+
+
+def test_a_sparse_call_is_replayed_with_sparse_inputs_apart_from_the_dense_one() -> None:
+    # OpenReg's and curatedev's sparse dispatch keys have no kernels: moving the input fails there.
+    sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.ones(2), (3,))
+    calls = dict([_call("aten::clone", sparse), _call("aten::clone", torch.ones(3))])
+    results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
+    assert {k: r.status for k, r in results.items()} == {"aten::clone[sparse_coo](float32)": "missing_kernel",
+                                                        "aten::clone(float32)": "works"}
+    assert "Sparsecuratedev" in results["aten::clone[sparse_coo](float32)"].error
