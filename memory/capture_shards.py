@@ -60,6 +60,7 @@ class CaptureOutput:
     records: tuple[TestRecord, ...]  # outcome and duration of each test
     # Files that did not import (relative to the torch root) -> pytest's collection error.
     collect_errors: tuple[tuple[str, str], ...] = ()
+    died: tuple[str, ...] = ()  # tests whose process died under them (the capture's timeout, a crash)
 
 
 def capture_shard(job: CaptureJob) -> CaptureOutput:
@@ -102,7 +103,7 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     rootdir = Path(scan.rootdir) if scan.rootdir else job.torch_root
     errors = tuple((Path(os.path.relpath(rootdir / nodeid, job.torch_root)).as_posix(), text)
                    for nodeid, text in scan.collect_errors.items() if nodeid)
-    return CaptureOutput(_read_parts(parts), scan.records, errors)
+    return CaptureOutput(_read_parts(parts), scan.records, errors, scan.died)
 
 
 def _read_parts(parts: Sequence[Path]) -> str:
@@ -125,6 +126,7 @@ class EventScan:
     selected_known: bool
     unfinished: bool  # a test started and never finished (its process died under it)
     unrun: bool  # a collected test neither finished nor failed to collect
+    died: tuple[str, ...] = ()  # the tests that started and never finished
     collect_errors: Mapping[str, str] = field(default_factory=dict)  # node id (a file) -> error text
     rootdir: str | None = None  # pytest's rootdir, which collection error node ids are relative to
 
@@ -178,6 +180,7 @@ def scan_events(events: Path) -> EventScan:
                     errors[nodeid] = event.get("longrepr") or ""
     records = tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in finished)
     return EventScan(records, selected, unfinished=len(finished) < len(seconds),
+                     died=tuple(n for n in seconds if n not in finished),
                      unrun=any(n not in finished and n not in errors for n in collected),
                      collect_errors=errors, rootdir=rootdir)
 
@@ -209,12 +212,13 @@ def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int
 def run_capture(
     torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
     shards: int = 1, workers: int = 1, extra: Sequence[str] = (), collect_errors: dict[str, str] | None = None,
-    warm: WarmPytest | None = None,
+    warm: WarmPytest | None = None, died: set[str] | None = None,
 ) -> bool:
     """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
     nothing was captured. ``extra``: pytest options every job gets. ``collect_errors``, when
     given, receives the files that did not import (file -> pytest's error text). ``warm``: a
-    pytest started ahead that a single local job runs in when it fits.
+    pytest started ahead that a single local job runs in when it fits. ``died``, when given,
+    receives the node ids of the tests whose process died under them.
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
@@ -229,6 +233,8 @@ def run_capture(
         store.record([r for o in outputs for r in o.records], "capture")
     if collect_errors is not None:
         collect_errors.update(error for o in outputs for error in o.collect_errors)
+    if died is not None:
+        died.update(n for o in outputs for n in o.died)
     text = "".join(o.captured for o in outputs)
     if not text:
         return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 
 from testcurator.memory import stage
 from testcurator.memory.capture_run import DEFAULT_INSTANCE_S
@@ -144,3 +145,49 @@ def test_a_failure_only_under_the_dispatch_mode_is_not_a_cpu_failure(tmp_path: P
     assert "aten::ones" in hashed.aten  # the ops are still the mode's, recorded up to where it failed
     broken = evidence[TestKey.of(MODAL_FILE, "TestModal::test_broken")]
     assert set(broken.cpu.values()) == {"failed"}
+
+
+# A test that kills its process on CPU (the capture's timeout does the same to a gradcheck too
+# slow under the dispatch mode: holdout test_modules' float64 instances), last or not.
+DYING = '''\
+import os
+
+import torch
+from torch.testing._internal.common_utils import TestCase, run_tests
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+
+
+class TestDying(TestCase):
+    @dtypes(torch.float32)
+    def test_a_add(self, device, dtype):
+        self.assertEqual((torch.ones(2, device=device, dtype=dtype) * 2).sum().item(), 4)
+
+    @dtypes(torch.float32)
+    def test_b_dies(self, device, dtype):
+        os._exit(3)
+{later}
+
+instantiate_device_type_tests(TestDying, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+LATER = '''
+    @dtypes(torch.float32)
+    def test_c_after(self, device, dtype):
+        self.assertEqual(torch.ones(1, device=device, dtype=dtype).item(), 1)
+'''
+
+
+@pytest.mark.parametrize(("later", "cached"), [("", True), (LATER, False)], ids=["dies last", "dies before another"])
+def test_a_file_whose_only_missing_instances_killed_their_process_is_cached(tmp_path: Path, later: str,
+                                                                            cached: bool) -> None:
+    # An instance that killed its process kills it again: captured again every night, it cost
+    # the holdout a 1,400 s memory stage a night. A test that never started is still tried again.
+    tree, state = _tree(tmp_path), tmp_path / "state"
+    (tree / FILE).write_text(DYING.format(later=later), encoding="utf-8")
+    figures = [_memory(tree, state, tmp_path / run)["capture"] for run in ("run1", "run2")]
+    assert figures[0]["files_captured"] == 1
+    assert (figures[1]["files_captured"], figures[1]["files_reused"]) == ((0, 1) if cached else (1, 0))
+    ran = read_evidence(tmp_path / "run2" / stage.EVIDENCE)[TestKey.of(FILE, "TestDying::test_a_add")].cpu
+    assert list(ran.values()) == ["passed"]
