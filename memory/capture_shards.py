@@ -39,6 +39,12 @@ from testcurator.runner.warm import WarmPytest
 from testcurator.sharding import file_of, least_duration
 
 CAPTURE_TIMEOUT = 120.0
+# Workers xdist may replace in one capture before it stops scheduling (its default: 4 per worker).
+# Each test the capture's timeout kills takes its worker: holdout test_modules' float64 gradchecks
+# killed 10, and xdist left the file's last 272 kept instances unrun, night after night. The
+# device's and the CPU's collections ran before, so a collection that crashes every worker
+# does not get here; 100 deaths cost more than any budget (each at least its 120 s timeout).
+CAPTURE_MAX_RESTARTS = 100
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
                       f"--curate-capture-ops={part}",
                       f"--curate-timeout={job.timeout}", f"--curate-events={events}")
     if job.workers > 1:
-        cmd += ["-n", str(job.workers)]
+        cmd += ["-n", str(job.workers), f"--max-worker-restart={CAPTURE_MAX_RESTARTS}"]
     argsfile = job.work / "targets.args"
     argsfile.write_text("".join(f"{t}\n" for t in job.targets), encoding="utf-8")
     argv = [*cmd, *tree_options(job.torch_root, job.work), *job.extra, f"@{argsfile}"]

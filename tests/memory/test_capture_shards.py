@@ -170,3 +170,23 @@ def test_the_scan_reads_outcomes_durations_and_stops_at_a_cut_line(tmp_path: Pat
     assert [(r.nodeid, r.outcome, r.device, r.duration) for r in scan.records] == [
         (A, "passed", "cpu", 1.75), (B, "failed", "cpu", 3.0), (C, "skipped", "cpu", 0.1)]
     assert scan.clean(1)
+
+
+def test_a_capture_goes_on_past_xdists_default_limit_of_dead_workers(tmp_path: Path) -> None:
+    # xdist stops scheduling after 4 dead workers per worker: holdout test_modules' gradchecks
+    # that the capture's timeout killed left the file's last 272 kept instances unrun.
+    from testcurator.memory.capture_shards import run_capture
+    from testcurator.plugin.oprecord import read_records
+    from testcurator.runner.shards.executors import LocalExecutor
+
+    root = tmp_path / "tree"
+    (root / "test").mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test" / "test_dying.py").write_text(
+        "import os\nimport pytest\n\n@pytest.mark.parametrize('n', range(10))\ndef test_dies(n):\n    os._exit(3)\n\n"
+        "def test_zz_after():\n    assert 1\n")
+    out, died = tmp_path / "captured.jsonl", set()
+    assert run_capture(root, ["test/test_dying.py"], out, tmp_path / "work", state_dir=tmp_path / "state",
+                       executor=LocalExecutor(), workers=2, died=died)
+    assert {r.nodeid for r in read_records(out) if r is not None} == {"test/test_dying.py::test_zz_after"}
+    assert died == {f"test/test_dying.py::test_dies[{n}]" for n in range(10)}
