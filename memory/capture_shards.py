@@ -130,15 +130,14 @@ class EventScan:
 
     records: tuple[TestRecord, ...]
     selected_known: bool
-    unfinished: bool  # a test started and never finished (its process died under it)
     unrun: bool  # a collected test neither finished nor failed to collect
-    died: tuple[str, ...] = ()  # the tests that started and never finished
+    died: tuple[str, ...] = ()  # the tests that started and never finished (their process died under them)
     collect_errors: Mapping[str, str] = field(default_factory=dict)  # node id (a file) -> error text
     rootdir: str | None = None  # pytest's rootdir, which collection error node ids are relative to
 
     def clean(self, returncode: int) -> bool:
         return (returncode in PYTEST_FINISHED and returncode not in PYTEST_FAULTS and self.selected_known
-                and not self.unfinished and not self.unrun)
+                and not self.died and not self.unrun)
 
 
 def scan_events(events: Path) -> EventScan:
@@ -185,8 +184,7 @@ def scan_events(events: Path) -> EventScan:
                 elif kind == "collect_error":
                     errors[nodeid] = event.get("longrepr") or ""
     records = tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in finished)
-    return EventScan(records, selected, unfinished=len(finished) < len(seconds),
-                     died=tuple(n for n in seconds if n not in finished),
+    return EventScan(records, selected, died=tuple(n for n in seconds if n not in finished),
                      unrun=any(n not in finished and n not in errors for n in collected),
                      collect_errors=errors, rootdir=rootdir)
 

@@ -262,7 +262,7 @@ def to_device(value: Any, device: str, *, move: bool = True) -> Any:
     replaced only (a host call's tensors stay on the host)."""
     import torch
 
-    if not move and not isinstance(value, (torch.device, list, dict)):
+    if not move and not isinstance(value, (torch.device, list, tuple, dict)):
         return value
     if isinstance(value, torch.Tensor) and value.layout != torch.strided:
         return value.detach().to(device)  # its own layout's kernels on the device (sparse COO)
@@ -274,8 +274,8 @@ def to_device(value: Any, device: str, *, move: bool = True) -> Any:
         return torch.empty(0, dtype=torch.uint8).set_(value).to(device).untyped_storage()
     if isinstance(value, torch.device):
         return torch.device(device)
-    if isinstance(value, list):
-        return [to_device(v, device, move=move) for v in value]
+    if isinstance(value, (list, tuple)):  # a tuple: a module's sample (runner/probe/module_replay.py)
+        return type(value)(to_device(v, device, move=move) for v in value)
     if isinstance(value, dict):
         return {k: to_device(v, device, move=move) for k, v in value.items()}
     return value

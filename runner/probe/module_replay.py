@@ -18,7 +18,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from testcurator.plugin.callspec import MODULE_NAMESPACE, split_key
+from testcurator.plugin.callspec import MODULE_NAMESPACE, split_key, to_device
 from testcurator.runner.results.classify import classify
 
 
@@ -62,9 +62,10 @@ def run(info: Any, dtype: Any, module_input: Any, device: str) -> set[str]:
             return func(*args, **(kwargs or {}))
 
     ctor, forward = module_input.constructor_input, module_input.forward_input
-    module = info.module_cls(*_to(ctor.args, device), **_to(ctor.kwargs, device)).to(device=device, dtype=dtype)
+    module = info.module_cls(*to_device(ctor.args, device), **to_device(ctor.kwargs, device))
+    module = module.to(device=device, dtype=dtype)
     with _Ops():
-        module(*_to(forward.args, device), **_to(forward.kwargs, device))
+        module(*to_device(forward.args, device), **to_device(forward.kwargs, device))
     return ops
 
 
@@ -83,14 +84,3 @@ def _base(op: str) -> str:
     kernel may name another overload or the in-place variant of the op CPU ran."""
     return op.partition(".")[0].rstrip("_")
 
-
-def _to(value: Any, device: str) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach().to(device).requires_grad_(value.requires_grad)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to(v, device) for k, v in value.items()}
-    return value
