@@ -46,19 +46,26 @@ def test_the_plan_is_deterministic_and_covers_every_target_once() -> None:
     assert len(plan) == 7 and {len(part) for part in plan} <= {7, 8}
 
 
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A tree with an empty pytest.ini and ``files`` under test/."""
+    root = tmp_path / "tree"
+    (root / "test").mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        (root / "test" / name).write_text(text)
+    return root
+
+
 def test_a_sharded_capture_runs_each_file_in_one_job_and_records_durations(tmp_path: Path) -> None:
     from testcurator.memory.capture_shards import run_capture
     from testcurator.plugin.oprecord import read_records
     from testcurator.runner.shards.durations import DurationStore
     from testcurator.runner.shards.executors import LocalExecutor
 
-    root = tmp_path / "tree"
-    (root / "test").mkdir(parents=True)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    (root / "test" / "test_a.py").write_text(
-        "import pytest\n\ndef test_pass():\n    assert 1\n\ndef test_fail():\n    assert 0\n\n"
-        "@pytest.mark.skip(reason='off')\ndef test_skip():\n    pass\n")
-    (root / "test" / "test_b.py").write_text("def test_other():\n    assert 1\n")
+    root = _tree(tmp_path, {
+        "test_a.py": "import pytest\n\ndef test_pass():\n    assert 1\n\ndef test_fail():\n    assert 0\n\n"
+                     "@pytest.mark.skip(reason='off')\ndef test_skip():\n    pass\n",
+        "test_b.py": "def test_other():\n    assert 1\n"})
     state, out = tmp_path / "state", tmp_path / "captured.jsonl"
     assert run_capture(root, ["test/test_a.py", "test/test_b.py"], out, tmp_path / "work", state_dir=state,
                        executor=LocalExecutor(), shards=2)
@@ -179,12 +186,8 @@ def test_a_capture_goes_on_past_xdists_default_limit_of_dead_workers(tmp_path: P
     from testcurator.plugin.oprecord import read_records
     from testcurator.runner.shards.executors import LocalExecutor
 
-    root = tmp_path / "tree"
-    (root / "test").mkdir(parents=True)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    (root / "test" / "test_dying.py").write_text(
-        "import os\nimport pytest\n\n@pytest.mark.parametrize('n', range(10))\ndef test_dies(n):\n    os._exit(3)\n\n"
-        "def test_zz_after():\n    assert 1\n")
+    root = _tree(tmp_path, {"test_dying.py": "import os\nimport pytest\n\n@pytest.mark.parametrize('n', range(10))\n"
+                                             "def test_dies(n):\n    os._exit(3)\n\ndef test_zz_after():\n    assert 1\n"})
     out, died = tmp_path / "captured.jsonl", set()
     assert run_capture(root, ["test/test_dying.py"], out, tmp_path / "work", state_dir=tmp_path / "state",
                        executor=LocalExecutor(), workers=2, died=died)
