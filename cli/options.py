@@ -206,6 +206,11 @@ HISTORY_TEST = _opt("--test", metavar="NAME", help="A test, file::Class::test as
 LAST_RUNS = _opt("--last", metavar="N", min=1, help="Only the last N runs.")
 KEEP_RUNS = _opt("--keep-runs", metavar="N", min=1, help="Runs whose per-instance outcomes the history keeps (default "
                  "60); older runs keep their identity and counts, and their run folders are removed.")
+REUSE_WITHIN = _opt("--reuse-within", metavar="HOURS", min=0,
+                   help="A run that would only repeat the last run of --out (same backend, torch, upstream tree, "
+                        "testcurator, settings and configs; it ended with exit 0) within HOURS of its end runs "
+                        "nothing and says so: that run's configs, report and verdict stand (default 12; 0: always "
+                        "run).")
 DRY_RUN = _opt("--dry-run", help="Print what would change; write nothing.")
 FORCE = _opt("--force", help="Replace output files that already exist.")
 QUIET = _opt("-q", "--quiet", help="No progress display.")
@@ -384,6 +389,7 @@ Resume = Annotated[bool, RESUME.make()]
 AcceptRegressions = Annotated[bool, ACCEPT_REGRESSIONS.make()]
 Wait = Annotated[float, WAIT.make()]
 KeepRuns = Annotated[int, KEEP_RUNS.make()]
+ReuseWithin = Annotated[float, REUSE_WITHIN.make()]
 OutRuns = Annotated[Optional[Path], OUT_RUNS.make()]
 OutRunsReq = Annotated[Path, OUT_RUNS.make()]
 HistoryFile = Annotated[Optional[str], HISTORY_FILE.make()]

@@ -81,6 +81,10 @@ class RunContext:
     accept_regressions: bool = _field(
         "Write the changes refine proposes for tonight's regressions (demotions, new exclusions); without it the "
         "standing entries of regressed tests stay until a person accepts (pipelines/nights/assess.py).", default=False)
+    reuse_within_s: float = _field(
+        "A run whose key (backend, torch, tree, testcurator, settings, the configs in --out) equals that of the "
+        "last run of --out, which ended with exit 0 at most this many seconds ago, runs nothing: that run's results "
+        "stand (pipelines/nights/uptodate.py). 0: always run.", default=0.0)
     history_keep: int = _field("Runs whose outcomes the history keeps (memory/history.py); older ones are compacted.",
                                default=60)
     say: Say = _field("Where progress lines go.", default=_quiet, compare=False)

@@ -13,7 +13,8 @@ from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (AcceptRegressions, BackendReq, Brain, CaptureAll, CaptureBudget, CaptureOps, Embed, Execute,
                                      ExecutorName, KeepRuns, LlmBaseUrl, LlmBudget, LlmModel, OutDirReq, Probe, Resume,
-                                     Retries, Shards, StateDir, Timeout, TorchRootReq, Wait, Workers)
+                                     Retries, ReuseWithin, Shards, StateDir, Timeout, TorchRootReq, Wait,
+                                     Workers)
 from testcurator.memory.paths import resolve_state_dir
 
 
@@ -41,6 +42,7 @@ def run_cmd(
     accept_regressions: AcceptRegressions = False,
     wait: Wait = 0.0,
     keep_runs: KeepRuns = 60,
+    reuse_within: ReuseWithin = 12.0,
 ) -> None:
     """Curate the upstream tree for a backend: scope, memory, bucket, refine; write configs/ and report.md/.json to --out.
 
@@ -52,7 +54,9 @@ def run_cmd(
     standing configs tonight and the verification of the new ones; or not verified:
     --no-execute); 1 it did not (a mandatory_success failure or a strict unexpected pass
     of the new configs); 2 bad input; 3 infrastructure failure (pytest could not run, its
-    results are cut short, or another run holds --out or the state directory).
+    results are cut short, or another run holds --out or the state directory). A run that
+    would only repeat the last one (nothing changed, it ended with exit 0 within
+    --reuse-within hours) runs nothing, says so and exits 0.
     """
     from testcurator.lock import hold, run_locks
 
@@ -63,6 +67,7 @@ def run_cmd(
                     capture_ops=capture_ops, probe=probe, capture_budget_s=capture_budget_s, capture_all=capture_all,
                     executor=executor,
                     shards=shards, accept_regressions=accept_regressions, history_keep=keep_runs,
+                    reuse_within_s=reuse_within * 3600.0,
                     say=lambda message: console.print(message, markup=False))
     # An --out folder this run made is removed again when it stops before writing in it (bad
     # input found late, nothing to resume, an interrupt, another run holding the lock).
@@ -101,6 +106,9 @@ def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
     from testcurator.pipelines.report import finish_report
     from testcurator.pipelines.report_md import regressed
 
+    if state.get("up_to_date"):
+        _unchanged(out, state, console)
+        return
     code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
     report = out / "report.json"
     data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
@@ -115,6 +123,21 @@ def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
         console.print(line, markup=False)
     if code:
         raise typer.Exit(code)
+
+
+def _unchanged(out: Path, state: dict[str, Any], console: Console) -> None:
+    """Nothing ran: the verdict lines of the run whose results stand, said to be its (exit 0)."""
+    import json
+
+    from testcurator.pipelines.nights.since import verdict_lines
+
+    report = out / "report.json"
+    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')} (both from run "
+                  f"{state['up_to_date']}; unchanged)", markup=False)
+    lines = verification_lines(data.get("verify"), bool(data.get("verify")))
+    for line in lines + verdict_lines({**data, "out_dir": str(out)}):
+        console.print(f"as run {state['up_to_date']} found: {line}", markup=False)
 
 
 def verification_lines(verify: dict[str, Any] | None, verified: bool) -> list[str]:

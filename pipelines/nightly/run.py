@@ -54,12 +54,23 @@ def run_nightly(ctx: RunContext) -> dict[str, Any]:
     """Run (or, with ``ctx.resume``, resume) the pipeline; returns the final state.
 
     A delta run (``ctx.only_tests``, from ``testcurator upgrade``) is recorded as an upgrade
-    thread, which ``run --resume`` does not pick up.
+    thread, which ``run --resume`` does not pick up. A run that would only repeat the last one
+    (pipelines/nights/uptodate.py) runs nothing: the state names that run (``up_to_date``).
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from testcurator.pipelines.nights import uptodate
+    from testcurator.pipelines.store import RunStore
+
+    key = None if ctx.resume or ctx.delta else uptodate.run_key(ctx)
+    unchanged = uptodate.unchanged_since(ctx, key, ctx.reuse_within_s) if key else None
+    if unchanged is not None:
+        ctx.say(unchanged.line())
+        return {"up_to_date": unchanged.run.run_id, "report": str(ctx.out_dir / "report.md")}
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     thread_id, run_dir, resuming = _thread(ctx, "upgrade" if ctx.delta else "nightly")
+    if key is not None:
+        uptodate.write_key(RunStore(run_dir), key)
     cfg = {"configurable": {"thread_id": thread_id}, "max_concurrency": 1}
     ctx.state_dir.mkdir(parents=True, exist_ok=True)
     with SqliteSaver.from_conn_string(str(ctx.state_dir / "checkpoints.sqlite")) as saver:

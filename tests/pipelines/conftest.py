@@ -251,11 +251,12 @@ def fast_llm_settings(mp: pytest.MonkeyPatch, timeout: float = 30.0, max_retries
 
 def run_cli(tree: Path, backend: Path, out: Path, state: Path, *extra: str) -> int:
     """``testcurator run`` in this process; returns its exit code. Whatever the run wrote must
-    pass ``validate`` at levels 1 and 2 (the tool agrees with itself, issue 22)."""
+    pass ``validate`` at levels 1 and 2 (the tool agrees with itself, issue 22). A rerun runs
+    the pipeline again (``--reuse-within 0``): that is what these tests look at."""
     from testcurator.config.levels import level2_problems
 
     code = main(["run", "--torch-root", str(tree), "--backend", str(backend), "--out", str(out),
-                 "--state-dir", str(state), *extra])
+                 "--state-dir", str(state), "--reuse-within", "0", *extra])
     configs = out / "configs"
     if code in (0, 1) and any(configs.rglob("*.yaml")):
         problems = level2_problems([configs], torch_root=tree)

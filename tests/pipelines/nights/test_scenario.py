@@ -85,7 +85,7 @@ class Chain:
         try:
             code = main(["run", "--torch-root", str(self.tree), "--backend", str(EXAMPLE_BACKEND / "backend.yaml"),
                          "--out", str(self.out), "--state-dir", str(self.state), "--no-embed", "--no-capture-ops",
-                         "--no-probe", "--retries", "0", *extra])
+                         "--no-probe", "--retries", "0", "--reuse-within", "0", *extra])
         finally:
             for k, v in saved.items():
                 os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
