@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.config.profile import load_profile
-from testcurator.memory.history import History, RunIdentity
+from testcurator.memory.history import HISTORY_DB, History, RunIdentity
 from testcurator.memory.run_identity import backend_digest, config_digest
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nights import identity
@@ -99,8 +99,8 @@ def unchanged_since(ctx: RunContext, key: dict[str, Any], reuse_within_s: float,
     """The last run of ``--out`` whose results this run would only repeat, else None."""
     if reuse_within_s <= 0 or ctx.resume or ctx.delta or ctx.brain.name != "offline":
         return None
-    if not (ctx.state_dir / "history.sqlite").is_file() and not (ctx.state_dir / "runs").is_dir():
-        return None
+    if not (ctx.state_dir / HISTORY_DB).is_file():
+        return None  # no run recorded (and opening the history would create one)
     with History(ctx.state_dir) as history:
         runs = [r for r in history.runs(str(ctx.out_dir)) if r.kind == "nightly"]
     if not runs:
