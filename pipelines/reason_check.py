@@ -49,9 +49,13 @@ class Contradiction:
     kind: str  # passes | fails | error | skipped
     reason: str
     found: str
+    # The standing entry of a regressed or flaky test, kept as it stood for review
+    # (pipelines/nights/assess.py): its reason is last night's, not tonight's finding.
+    kept_back: bool = False
 
     def line(self) -> str:
-        return f"`{self.test}` ({self.mode}): the reason says {_SAYS[self.kind]}, but {self.found}"
+        kept = "; the standing entry of a regressed or flaky test, kept back for review" if self.kept_back else ""
+        return f"`{self.test}` ({self.mode}): the reason says {_SAYS[self.kind]}, but {self.found}{kept}"
 
 
 _SAYS = {"passes": "it cannot pass", "fails": "it passes", "error": "it fails with the error it quotes",

@@ -22,6 +22,11 @@ STAGE_ORDER = ("judge", "scope", "memory", "probe", "bucket", "refine", "emit", 
 EXAMPLES = 5  # tests named per reason in the markdown (report.json has them all)
 
 
+def _kept_back(found: list[dict[str, Any]]) -> str:
+    kept = sum(bool(c.get("kept_back")) for c in found)
+    return f" ({kept} of them kept back for review: regressed or flaky tests' standing entries)" if kept else ""
+
+
 def ordered_timings(timings: Mapping[str, float]) -> dict[str, float]:
     """Stage seconds in pipeline order (unknown stages after), then ``total``."""
     keys = [k for k in STAGE_ORDER if k in timings] + sorted(k for k in timings if k not in STAGE_ORDER and k != "total")
@@ -66,7 +71,8 @@ def _summary(data: Mapping[str, Any]) -> list[str]:
              f"- needs review: {len(data['needs_review'])}; human edits contradicted by execution: "
              f"{len((data.get('emit') or {}).get('conflicts', []))}"
              + ("" if data.get("reason_check") is None else
-                f"; reasons contradicted by the results: {len(data['reason_check'])}")]
+                f"; reasons contradicted by the results: {len(data['reason_check'])}"
+                + _kept_back(data['reason_check']))]
     timings = data.get("timings_s") or {}
     lines += ["", "| run | |", "|---|---|",
               f"| torch | {run.get('torch_version', '?')} |",

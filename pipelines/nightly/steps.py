@@ -271,7 +271,13 @@ def check_reasons(ctx: RunContext, store: RunStore, files: Sequence[str]) -> Non
     """Every emitted entry's reason against the run's results (pipelines/reason_check.py):
     ``reason_check.json`` for the report, and a line with the count."""
     from testcurator.pipelines import reason_check
+    from testcurator.pipelines.nights.night import read_assessment
 
-    found = reason_check.check_run(store.root, ctx.configs_dir, ctx.torch_root, files)
+    held = set(read_assessment(store).held)
+    found = [replace(c, kept_back=c.test in held)
+             for c in reason_check.check_run(store.root, ctx.configs_dir, ctx.torch_root, files)]
     store.write_json("reason_check.json", reason_check.to_json(found))
-    ctx.say(f"reasons: {len(found)} contradict the results" + (f" (first: {found[0].line()})" if found else ""))
+    kept = sum(c.kept_back for c in found)
+    ctx.say(f"reasons: {len(found)} contradict the results"
+            + (f", {kept} of them standing entries of regressed or flaky tests kept back for review" if kept else "")
+            + (f" (first: {found[0].line()})" if found else ""))

@@ -137,6 +137,9 @@ def test_night_2_without_tanh_is_red_names_the_regression_and_keeps_the_configs(
     assert "last passed in run nightly-" in regression
     assert lines[-1].startswith("the standing configs did NOT hold tonight")
     assert not any("the curated suite held" in line for line in lines)  # never green by accident
+    # Its standing entry still says it passes: a contradiction, named as the entry kept back for review.
+    reasons = next(line for line in lines if line.startswith("reasons: "))
+    assert "1 of them standing entries of regressed or flaky tests kept back for review" in reasons, reasons
     since = chain.report()["since"]
     assert [f["test"] for f in since["regressions"]] == [TANH]
     assert since["identity"].keys() == {"backend"}
