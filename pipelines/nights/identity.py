@@ -24,6 +24,9 @@ from testcurator.pipelines.store import RunStore
 from testcurator.vocab import TestKey
 
 IDENTITY = "identity.json"
+# The run's key (pipelines/nights/uptodate.py), written when the run starts: it holds the
+# backend digest, torch and the upstream revision already, which take() need not compute again.
+RUN_KEY = "run_key.json"
 
 
 def upstream_revision(torch_root: Path) -> str:
@@ -72,17 +75,24 @@ def take(ctx: RunContext, store: RunStore, standing: Path | None) -> RunIdentity
     """Tonight's identity, written once per run folder (a resumed run reads it back)."""
     if store.has(IDENTITY):
         return RunIdentity.from_json(store.read_json(IDENTITY))
-    import torch
-
-    _, paths = load_profile(ctx.profile_path)
+    key = store.read_json(RUN_KEY) or identity_inputs(ctx)
     identity = RunIdentity(
         run_id=store.root.name, kind="upgrade" if ctx.delta else "nightly",
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"), out_dir=str(ctx.out_dir),
-        backend=ctx.profile.name, torch_version=str(torch.__version__), upstream_revision=upstream_revision(ctx.torch_root),
-        backend_digest=backend_digest(ctx.profile, ctx.profile_path, paths["source_paths"]),
-        config_digest="", standing_digest=config_digest(standing) if standing else "")
+        backend=ctx.profile.name, torch_version=key["torch"], upstream_revision=key["upstream"],
+        backend_digest=key["backend"], config_digest="", standing_digest=config_digest(standing) if standing else "")
     store.write_json(IDENTITY, identity.to_json())
     return identity
+
+
+def identity_inputs(ctx: RunContext) -> dict[str, str]:
+    """The backend digest, torch's version and the upstream revision: the inputs a change of
+    outcome is explained by (a run's key starts with them, pipelines/nights/uptodate.py)."""
+    import torch
+
+    _, paths = load_profile(ctx.profile_path)
+    return {"backend": backend_digest(ctx.profile, ctx.profile_path, paths["source_paths"]),
+            "torch": str(torch.__version__), "upstream": upstream_revision(ctx.torch_root)}
 
 
 def read(store: RunStore) -> RunIdentity | None:

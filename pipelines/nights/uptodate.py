@@ -24,14 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from testcurator.config.profile import load_profile
 from testcurator.memory.history import HISTORY_DB, History, RunIdentity
-from testcurator.memory.run_identity import backend_digest, config_digest
+from testcurator.memory.run_identity import config_digest
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nights import identity
+from testcurator.pipelines.nights.identity import RUN_KEY
 from testcurator.pipelines.store import RunStore
 
-RUN_KEY = "run_key.json"
 DEFAULT_REUSE_WITHIN_S = 12 * 3600.0
 # The settings a run's outcome depends on (RunContext's fields); paths, progress and the
 # resume flag are not among them, and --out and the state directory select the history.
@@ -60,18 +59,15 @@ def _code_digest() -> str:
 
 
 def run_key(ctx: RunContext) -> dict[str, Any]:
-    """What this run's outcome depends on (see the module docstring)."""
-    import torch
-
-    _, paths = load_profile(ctx.profile_path)
-    return {"backend": backend_digest(ctx.profile, ctx.profile_path, paths["source_paths"]),
-            "torch": str(torch.__version__), "upstream": identity.upstream_revision(ctx.torch_root),
-            "torch_root": str(ctx.torch_root), "profile": str(ctx.profile_path), "testcurator": _code_digest(),
-            "brain": ctx.brain.name, "settings": {name: getattr(ctx, name) for name in _SETTINGS}}
+    """What this run's outcome depends on (see the module docstring); its backend, torch and
+    upstream entries are those of the run's identity (pipelines/nights/identity.py)."""
+    return {**identity.identity_inputs(ctx), "torch_root": str(ctx.torch_root), "profile": str(ctx.profile_path),
+            "testcurator": _code_digest(), "brain": ctx.brain.name,
+            "settings": {name: getattr(ctx, name) for name in _SETTINGS}}
 
 
 def write_key(store: RunStore, key: dict[str, Any]) -> None:
-    store.write_json(RUN_KEY, key)
+    store.write_json(RUN_KEY, key)  # the run's identity takes its first entries from it
 
 
 @dataclass(frozen=True)
