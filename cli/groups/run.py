@@ -99,45 +99,32 @@ def _run(run_nightly: Callable[[Any], dict[str, Any]], ctx: Any, console: Consol
 
 def _finish(out: Path, state: dict[str, Any], console: Console) -> None:
     """The verdict as the command's last lines: the verification, then the standing configs'
-    judge, regressions first (pipelines/nights/since.py)."""
+    judge, regressions first (pipelines/nights/since.py). A run that ran nothing (nothing
+    changed, pipelines/nights/uptodate.py) prints the lines of the run whose results stand,
+    each said to be that run's, and leaves its report as it was."""
     import json
 
     from testcurator.pipelines.nights.since import verdict_lines
     from testcurator.pipelines.report import finish_report
     from testcurator.pipelines.report_md import regressed
 
-    if state.get("up_to_date"):
-        _unchanged(out, state, console)
-        return
-    code = finish_report(out, invocation()) if (out / "report.json").is_file() else 0
+    reused = state.get("up_to_date")
     report = out / "report.json"
+    code = finish_report(out, invocation()) if report.is_file() and not reused else 0
     data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
-    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}", markup=False)
+    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')}"
+                  + (f" (both from run {reused}; unchanged)" if reused else ""), markup=False)
     verify = data.get("verify") or {}
-    lines = verification_lines(verify, bool(state.get("verified")))
+    lines = verification_lines(verify, bool(verify) if reused else bool(state.get("verified")))
     if regressed(data.get("judge") or {}) and verify.get("exit_code") == 0 and lines:
         # Tonight's configs passed (a change accepted); the night did not: no line says "held".
         where = lines[-1].rpartition("; results: ")[2]
         lines[-1] = f"tonight's configs passed their verification run ({verify.get('tests', 0)} test(s)); results: {where}"
+    prefix = f"as run {reused} found: " if reused else ""
     for line in lines + verdict_lines({**data, "out_dir": str(out)}):
-        console.print(line, markup=False)
+        console.print(prefix + line, markup=False)
     if code:
         raise typer.Exit(code)
-
-
-def _unchanged(out: Path, state: dict[str, Any], console: Console) -> None:
-    """Nothing ran: the verdict lines of the run whose results stand, said to be its (exit 0)."""
-    import json
-
-    from testcurator.pipelines.nights.since import verdict_lines
-
-    report = out / "report.json"
-    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
-    console.print(f"done: configs in {out / 'configs'}, report {state.get('report')} (both from run "
-                  f"{state['up_to_date']}; unchanged)", markup=False)
-    lines = verification_lines(data.get("verify"), bool(data.get("verify")))
-    for line in lines + verdict_lines({**data, "out_dir": str(out)}):
-        console.print(f"as run {state['up_to_date']} found: {line}", markup=False)
 
 
 def verification_lines(verify: dict[str, Any] | None, verified: bool) -> list[str]:
