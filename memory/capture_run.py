@@ -9,8 +9,9 @@
    whose selection did), and reuses the others' records.
 3. The kept instances of the files left run through ``--curate-only`` (by identity, so no
    other test is even instantiated) in the sharded capture, with a progress line. Those
-   that failed run again without the dispatch mode (``--curate-capture-plain``): a failure
-   the mode caused is not the test's, and a reason must not quote it as "fails on CPU too".
+   that fail run again at once without the dispatch mode, in the same pytest
+   (``--curate-capture-confirm``): a failure the mode caused is not the test's, and a reason
+   must not quote it as "fails on CPU too".
 4. The instances of a captured kind that did not run get projected records.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from testcurator.vocab import TestKey
 # 6: failures confirmed without the dispatch mode (and --curate-only no longer narrows at run time),
 # so that no cached record keeps a failure the capture itself caused; 7: the calls that only raised;
 # 8: DLPack's Python-level calls (callspec.PYTHON_CALLS); 9: torch.nn modules' forwards
-# (callspec.MODULE_NAMESPACE) and sparse COO examples; 10: a sparse call's key names its layout
-CAPTURE_FORMAT = "oprecord/10"
+# (callspec.MODULE_NAMESPACE) and sparse COO examples; 10: a sparse call's key names its layout;
+# 11: failures confirmed in the capture's own pytest (``mode_failure``)
+CAPTURE_FORMAT = "oprecord/11"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13
@@ -142,8 +144,13 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
     died: set[str] = set()
     with Ticker.counting("capture", "instances", len(kept.keep), counter, say):
         run_capture(torch_root, todo, out, folder, state_dir=state_dir, executor=plan.executor, shards=plan.shards,
-                    workers=plan.workers, extra=("--curate-only", str(keys)), warm=plan.warm, died=died)
-    records, mode_failures = _confirm_failures(torch_root, _read(out), folder, state_dir=state_dir, plan=plan, say=say)
+                    workers=plan.workers, extra=("--curate-only", str(keys), "--curate-capture-confirm"),
+                    warm=plan.warm, died=died)
+    records = _read(out)
+    mode_failures = sum(r.mode_failure for r in records)
+    if mode_failures:
+        say(f"capture: {mode_failures} instance(s) failed under the dispatch mode and passed when run again without "
+            "it (the failure is not the test's)")
     found: dict[str, list[OpRecord]] = {}
     for rel in todo:
         mine = [r for r in records if TestKey.parse(r.nodeid).file == rel]
@@ -163,32 +170,6 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
             atomic_write_text(caches[rel], "".join(r.to_json() + "\n" for r in mine))
         found[rel] = mine
     return found, mode_failures
-
-
-def _confirm_failures(torch_root: Path, records: list[OpRecord], folder: Path, *, state_dir: Path,
-                      plan: CapturePlan, say: Callable[[str], None]) -> tuple[list[OpRecord], int]:
-    """``records`` with each failure that a run without the dispatch mode does not repeat
-    replaced by that run's outcome (the ops stay the mode's), and how many there were.
-
-    On the real corpus 6 of 33 instances of test_content_store and test_load_state_dict failed
-    under the mode only (storage hashing, tensor subclasses); a second CPU pass over the
-    failures costs their own time, and most failures are the test's, on CPU too."""
-    failed = [r for r in records if r.source == "captured" and r.outcome == "failed"]
-    if not failed:
-        return records, 0
-    keys = folder / "confirm.tests"
-    atomic_write_text(keys, Selection(tuple(failed)).lines())
-    out = folder / "confirmed.jsonl"
-    say(f"capture: {len(failed)} failure(s) on CPU; running them again without the dispatch mode")
-    run_capture(torch_root, sorted({TestKey.parse(r.nodeid).file for r in failed}), out, folder / "confirm",
-                state_dir=state_dir, executor=plan.executor, shards=plan.shards, workers=plan.workers,
-                extra=("--curate-only", str(keys), "--curate-capture-plain"))
-    plain = {r.nodeid: r for r in _read(out) if r.source == "captured" and r.outcome is not None}
-    changed = {n: p for n, p in plain.items() if p.outcome != "failed"}
-    if changed:
-        say(f"capture: {len(changed)} of them passed without the mode (its failure is not the test's)")
-    return [replace(r, outcome=changed[r.nodeid].outcome, failure=changed[r.nodeid].failure)
-            if r.nodeid in changed and r.source == "captured" else r for r in records], len(changed)
 
 
 def summary(figures: Mapping[str, Any]) -> str:

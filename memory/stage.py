@@ -275,7 +275,8 @@ def _captured_delta(torch_root: Path, files: Sequence[str], only: Collection[Tes
     cache = state_dir / "capture" / f"delta-{digest.hexdigest()[:24]}.jsonl"
     errors_cache = cache.with_name(cache.stem + ".import_errors.json")
     if not (cache.exists() and errors_cache.exists()):
-        selection = ("--curate-only", str(write_keys(work / "capture" / "delta.tests", only, torch_root)))
+        selection = ("--curate-only", str(write_keys(work / "capture" / "delta.tests", only, torch_root)),
+                     "--curate-capture-confirm")
         everything = work / "capture" / "captured-all.jsonl"
         texts: dict[str, str] = {}
         captured = run_capture(torch_root, files, everything, work / "capture", state_dir=state_dir,

@@ -17,8 +17,13 @@ no aten op (callspec.PYTHON_CALLS: DLPack's) are wrapped for the call phase and 
 ``python::Tensor.<name>`` calls. Capture never fails a test: if the mode cannot be entered or left, the
 error goes in the line and the test's outcome is its own. The mode itself can change what
 a test does (a test that makes tensor subclasses or hashes storages): ``--curate-capture-plain``
-(and without the compile path's recording backend) runs the tests plainly, outcomes only,
-which is how a failure seen under them is confirmed.
+(and without the compile path's recording backend) runs the tests plainly, outcomes only.
+``--curate-capture-confirm`` runs each test that failed under them again at once, plainly, in
+the same process (pytest's own protocol, unlogged, as pytest-rerunfailures reruns; inside the
+per-test timeout): the record keeps the mode's ops and takes the plain run's outcome when
+that one does not fail (``mode_failure``), so that a reason never quotes the mode's failure
+as the test's "fails on CPU too". A second pytest over the failures cost its own start and
+collection (20 s of a 400 s corpus run).
 
 Under pytest-xdist each worker appends to ``FILE.<workerid>`` (``FILE.gw0``...); the
 controller removes FILE and stale parts at start; ``testcurator ops ingest FILE`` reads
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from _pytest.runner import runtestprotocol
 
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
@@ -41,6 +47,7 @@ from testcurator.plugin.recorder import ModuleCallRecorder, PythonCallRecorder, 
 OPTION = "--curate-capture-ops"
 DEST = "curate_capture_ops"
 PLAIN = "--curate-capture-plain"
+CONFIRM = "--curate-capture-confirm"
 PLUGIN_NAME = "testcurator-capture"
 
 
@@ -58,6 +65,11 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
         help="with --curate-capture-ops: record each test's outcome without the dispatch mode (no ops), "
         "to confirm a failure seen under it",
     )
+    group.addoption(
+        CONFIRM, dest="curate_capture_confirm", action="store_true", default=False,
+        help="with --curate-capture-ops: run a test that failed under the dispatch mode again at once without "
+        "it; its record takes that run's outcome when it does not fail",
+    )
 
 
 def configure(config: pytest.Config) -> None:
@@ -73,10 +85,12 @@ def configure(config: pytest.Config) -> None:
     out = path if worker is None else path.with_name(f"{path.name}.{worker}")
     # An xdist controller registers it too, harmlessly: it neither collects nor runs
     # tests, so none of the hooks below fire there.
-    plugin = CapturePlugin(out, plain=bool(config.getoption("curate_capture_plain", False)))
+    plugin = CapturePlugin(out, plain=bool(config.getoption("curate_capture_plain", False)),
+                           confirm=bool(config.getoption("curate_capture_confirm", False)))
     config.pluginmanager.register(plugin, PLUGIN_NAME)
     if not plugin.plain:  # its recording backend runs compiled graphs as aot_eager, not as the test's own
-        config.pluginmanager.register(CompileCapturePlugin(plugin._write, identity_fields), f"{PLUGIN_NAME}-compile")
+        config.pluginmanager.register(CompileCapturePlugin(plugin._write, identity_fields, plugin.confirming),
+                                      f"{PLUGIN_NAME}-compile")
 
 
 # Module-level hooks so that ``-p testcurator.plugin.capture`` works on its own.
@@ -156,13 +170,16 @@ class _Pending:
 class CapturePlugin:
     """Writes one OpRecord line per test to ``out``."""
 
-    def __init__(self, out: Path, *, plain: bool = False) -> None:
+    def __init__(self, out: Path, *, plain: bool = False, confirm: bool = False) -> None:
         self.out = out
         # Plain: outcomes only. The mode itself changes what a few tests do (upstream
         # test_content_store's hashing, test_load_state_dict's tensor subclasses fail under it
-        # and pass without), so a failure under it is confirmed by a plain run before a
-        # reason says the test "fails on CPU too" (memory/capture_run.py).
+        # and pass without), so with ``confirm`` a failure under it is confirmed by a plain
+        # rerun before a reason says the test "fails on CPU too".
         self.plain = plain
+        self.confirm = confirm and not plain
+        self._confirming = False
+        self._unconfirmed: dict[str, _Pending] = {}
         self._pending: dict[str, _Pending] = {}
         self._handle: IO[str] | None = None
         self._examples: dict[str, str | None] = {}
@@ -181,8 +198,14 @@ class CapturePlugin:
             for item in session.items:
                 self._write(static_record(item))
 
+    def confirming(self) -> bool:
+        """Whether the plain rerun of a failure is under way (no recording then)."""
+        return self._confirming
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        if self._confirming:
+            return (yield)
         pending = self._pending.setdefault(item.nodeid, _Pending())
         recorder, modes = None, []
         try:  # the dispatch recorder, then the Python-call and module ones that note into it
@@ -211,16 +234,50 @@ class CapturePlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield  # outermost wrapper: sees xfail rewriting by the skipping plugin
+        if self._confirming:
+            return report
         pending = self._pending.setdefault(item.nodeid, _Pending())
         pending.outcome = merge_outcome(pending.outcome, report)
         if report.failed and pending.failure is None:
             pending.failure = failure_line(report)
         if report.when == "teardown":
             del self._pending[item.nodeid]
-            self._write(self._captured(item, pending))
+            if self.confirm and pending.outcome == "failed":
+                self._unconfirmed[item.nodeid] = pending  # written once the plain rerun says
+            else:
+                self._write(self._captured(item, pending))
         return report
 
-    def _captured(self, item: pytest.Item, pending: _Pending) -> OpRecord:
+    # Innermost wrapper: the rerun is inside the per-test timeout of the events plugin's.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        result = yield
+        pending = self._unconfirmed.pop(item.nodeid, None)
+        if pending is not None:
+            self._write(self._confirmed(item, nextitem, pending))
+        return result
+
+    def _confirmed(self, item: pytest.Item, nextitem: pytest.Item | None, pending: _Pending) -> OpRecord:
+        """The record of a test that failed under the mode, after one plain run of it: the
+        first run tore down to ``nextitem``'s common parents, so setting up again is exact."""
+        self._confirming = True
+        try:
+            reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        except Exception as exc:  # the mode's record stands, with what went wrong
+            pending.errors.append(f"confirm: {exc!r}")
+            return self._captured(item, pending)
+        finally:
+            self._confirming = False
+        outcome: str | None = None
+        for report in reports:
+            outcome = merge_outcome(outcome, report)
+        if outcome is None or outcome == "failed":
+            return self._captured(item, pending)
+        failed = [r for r in reports if r.failed]
+        pending.outcome, pending.failure = outcome, failure_line(failed[0]) if failed else None
+        return self._captured(item, pending, mode_failure=True)
+
+    def _captured(self, item: pytest.Item, pending: _Pending, *, mode_failure: bool = False) -> OpRecord:
         errors = list(pending.errors)
         try:
             fields = identity_fields(item)
@@ -231,7 +288,7 @@ class CapturePlugin:
                         calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
                         raised=tuple(sorted(pending.raised - pending.worked)),
                         outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,
-                        **fields)
+                        mode_failure=mode_failure, **fields)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._handle is not None:

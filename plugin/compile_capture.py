@@ -95,16 +95,18 @@ class CompileCapturePlugin:
     one part per xdist worker); ``fields`` names the test as the eager record does.
     """
 
-    def __init__(self, write: Callable[[OpRecord], None], fields: Callable[[pytest.Item], dict[str, Any]]) -> None:
+    def __init__(self, write: Callable[[OpRecord], None], fields: Callable[[pytest.Item], dict[str, Any]],
+                 paused: Callable[[], bool] = lambda: False) -> None:
         self._write = write
         self._fields = fields
+        self._paused = paused  # the eager plugin's plain rerun of a failure: nothing to record
         self._seen: dict[str, set[str]] = {}
         self._outcome: dict[str, str] = {}
         self._errors: dict[str, str] = {}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        if "torch" not in sys.modules:  # a test that never imported torch compiles nothing
+        if self._paused() or "torch" not in sys.modules:  # a test that never imported torch compiles nothing
             return (yield)
         seen = self._seen.setdefault(item.nodeid, set())
         context = recording(seen)
@@ -121,6 +123,8 @@ class CompileCapturePlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
+        if self._paused():
+            return report
         nodeid = item.nodeid
         self._outcome[nodeid] = merge_outcome(self._outcome.get(nodeid), report)
         if report.when == "teardown":

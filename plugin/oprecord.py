@@ -64,10 +64,16 @@ class OpRecord:
     # Calls that raised every time the test made them (it made them to see them fail: an
     # argument check the test expects on CPU); captured records only.
     raised: tuple[str, ...] = ()
+    # It failed under the capture's dispatch mode and not in a plain rerun: ``outcome`` and
+    # ``failure`` are the rerun's (``--curate-capture-confirm``), the ops the mode's.
+    mode_failure: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
-                           "examples": dict(self.examples), "raised": list(self.raised)}, sort_keys=True)
+        data = {**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
+                "examples": dict(self.examples), "raised": list(self.raised)}
+        if not self.mode_failure:  # the rare case only: a capture file holds thousands of lines
+            del data["mode_failure"]
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, data: Any, where: Location) -> OpRecord:
@@ -78,7 +84,8 @@ class OpRecord:
             raise BadInputError(f"{where}: missing field(s) {', '.join(missing)}")
         if data["source"] not in SOURCES:
             raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
-        known = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("aten", "calls", "examples", "raised")}
+        known = {k: data.get(k) for k in cls.__dataclass_fields__
+                 if k not in ("aten", "calls", "examples", "raised", "mode_failure")}
         aten, calls, raised = data.get("aten") or [], data.get("calls") or [], data.get("raised") or []
         for name, value in (("aten", aten), ("calls", calls), ("raised", raised)):
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
@@ -87,7 +94,7 @@ class OpRecord:
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise BadInputError(f"{where}: examples must map call keys to JSON strings")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
-                   examples=examples, raised=tuple(sorted(set(raised))))
+                   examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True)
 
 
 def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:

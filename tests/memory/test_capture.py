@@ -158,6 +158,65 @@ def test_xdist_workers_write_parts_that_ingest_reads(pytester: pytest.Pytester, 
     opmap.close()
 
 
+# Fails under the capture's dispatch mode only, beside one that fails whatever the mode, with
+# a module fixture (set up once, still up when the rerun needs it) and a function fixture
+# (set up again for the rerun).
+MODAL_TESTS = """
+import pytest
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+SETUPS = {"module": 0, "function": 0}
+
+
+@pytest.fixture(scope="module")
+def table():
+    SETUPS["module"] += 1
+    yield {"rows": 3}
+
+
+@pytest.fixture
+def ones():
+    SETUPS["function"] += 1
+    return torch.ones(3)
+
+
+def test_modal(table, ones):
+    total = ones.sum().item()
+    assert _get_current_dispatch_mode() is None, "no mode wanted"
+    assert total == table["rows"]
+
+
+def test_broken(table, ones):
+    assert ones.sum().item() == 4
+
+
+def test_last(table):
+    assert SETUPS == {"module": 1, "function": 4}
+"""
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+def test_a_failure_under_the_mode_is_run_again_plainly_in_the_same_process(
+    pytester: pytest.Pytester, confirm: bool
+) -> None:
+    pytester.makepyfile(test_modal=MODAL_TESTS)
+    args = ("--curate-capture-ops", "ops.jsonl", "-p", "no:cacheprovider") + (("--curate-capture-confirm",) * confirm)
+    result = pytester.runpytest_inprocess(*args)
+    # pytest's own reports are the first run's: the rerun is not logged.
+    result.assert_outcomes(passed=1 if confirm else 0, failed=2 if confirm else 3)
+    lines = read_lines(pytester.path / "ops.jsonl")
+    assert list(lines) == ["test_modal", "test_broken", "test_last"]
+    modal, broken = lines["test_modal"], lines["test_broken"]
+    assert "aten::sum" in modal["aten"]  # the ops stay the mode's
+    if confirm:
+        assert (modal["outcome"], modal["failure"], modal["mode_failure"]) == ("passed", None, True)
+    else:
+        assert modal["outcome"] == "failed" and "no mode wanted" in modal["failure"] and "mode_failure" not in modal
+    assert broken["outcome"] == "failed" and broken["failure"].startswith("assert") and "mode_failure" not in broken
+    assert lines["test_last"]["outcome"] == ("passed" if confirm else "failed")
+
+
 def test_without_the_option_nothing_is_registered(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="def test_ok(request):\n"
                         "    assert not request.config.pluginmanager.has_plugin('testcurator-capture')\n")
