@@ -96,3 +96,35 @@ def test_plain_capture_records_outcomes_only(pytester: pytest.Pytester) -> None:
     assert {name: (rec["outcome"], rec["aten"]) for (name, _), rec in recs.items()} == {
         "test_backward_cpu_float32": ("passed", []), "test_compiled_then_fails_cpu": ("failed", []),
         "test_eager_cpu": ("passed", [])}
+
+
+# A test whose own compiler must be the one that runs: under capture the recording backend
+# compiles its frame instead, and fails it; the plain rerun compiles it again (dynamo reset)
+# with the test's backend, and passes.
+OWN_BACKEND = '''
+import torch
+
+CALLS = []
+
+
+def counting(gm, example_inputs):
+    CALLS.append(len(gm.graph.nodes))
+    return gm.forward
+
+
+def test_own_backend():
+    CALLS.clear()
+    torch.compile(torch.neg, backend=counting)(torch.ones(2))
+    assert CALLS, "the test's backend never compiled"
+'''
+
+
+def test_the_plain_rerun_of_a_failure_compiles_afresh(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_own=OWN_BACKEND)
+    result = pytester.runpytest_subprocess("--curate-capture-ops", "ops.jsonl", "--curate-capture-confirm",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)  # pytest's report is the run under capture
+    recs = records(pytester.path / "ops.jsonl")
+    eager = recs[("test_own_backend", "captured")]
+    assert (eager["outcome"], eager.get("mode_failure")) == ("passed", True)
+    assert recs[("test_own_backend", "compile")]["aten"] == ["aten::neg"]  # the first run's graph, once
