@@ -9,8 +9,7 @@ entries of tests that regressed or are flaky (pipelines/nights/assess.py), and t
 node records the run in the history of runs (memory/history.py).
 
 The probe node replays the calls the CPU capture recorded on the device (``--no-probe``: off),
-so the bucket stage predicts from the device's capability table (pipelines/probe.py); beside
-it, the tests' summaries (the LLM's, or the offline ones back) and their embeddings.
+so the bucket stage predicts from the device's capability table (pipelines/probe.py).
 
 Nodes are plain functions returning partial state; their dependencies come from the frozen
 :class:`RunContext` (``runtime.context``); their outputs go to the run directory and only
@@ -28,7 +27,6 @@ verify is skipped (it would rerun the whole curated suite). Its scope decisions 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +41,6 @@ from testcurator.pipelines.nightly import steps
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nightly.state import FileTask, NightlyState
 from testcurator.pipelines.store import RunStore
-
-
-SUMMARIES = "summaries.json"  # the summaries' figures (LLM-written, asked, offline, dropped)
 
 
 def _store(state: NightlyState | FileTask) -> RunStore:
@@ -99,35 +94,26 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm, device=device,
                                 budget_s=ctx.capture_budget_s, rule_out=ctx.capture_rule_out())
                if ctx.capture_ops else None)
-    # Embeddings come after the summaries (probe: _summaries): with the LLM brain on, the model writes them.
+    # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}
     if ctx.only_tests is not None:
-        return stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, recheck=ctx.recheck_files, **where)
-    return stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
+        figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, recheck=ctx.recheck_files, **where)
+    else:
+        figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
+    return figures | _summaries(ctx, files)
 
 
 def probe(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """The probe, and beside it the summaries and their embeddings: the embedding is the
-    driver's own CPU work (9 s on the 50-file corpus), the probe's replay one subprocess, so
-    side by side on two cores they cost the longer of the two instead of the sum."""
     from testcurator.pipelines.probe import summary
 
     ctx, store = runtime.context, _store(state)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="summaries") as pool:
-        summaries = pool.submit(_summaries_once, ctx, store, state["files"])
-        if ctx.probe:
-            with store.timed("probe"):
-                if not store.has("probe.json"):  # a resumed run keeps what it probed
-                    store.write_json("probe.json", steps.probe(ctx, store))
-        summaries.result()  # the bucket stage reads the embeddings
-    if ctx.probe:
-        ctx.say(summary(store.read_json("probe.json")))
+    if not ctx.probe:
+        return {}
+    with store.timed("probe"):
+        if not store.has("probe.json"):  # a resumed run keeps what it probed
+            store.write_json("probe.json", steps.probe(ctx, store))
+    ctx.say(summary(store.read_json("probe.json")))
     return {}
-
-
-def _summaries_once(ctx: RunContext, store: RunStore, files: list[str]) -> None:
-    if not store.has(SUMMARIES):  # a resumed run keeps what it wrote
-        store.write_json(SUMMARIES, _summaries(ctx, files))
 
 
 def _summaries(ctx: RunContext, files: list[str]) -> dict[str, int]:
