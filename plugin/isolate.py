@@ -10,6 +10,17 @@ names the dtypes of the calls its probe saw crash, and each instance of them (an
 a dtype pair counts by either member) runs in a child forked from the process that collected
 it: a crash ends the child, and is reported as one for that test; the process goes on.
 
+The children are not forked from the process that runs the other tests, but from a zygote
+that process forks before its first test (``pytest_runtestloop``) and that runs nothing
+itself: a process whose autograd engine started its device threads (any backward on a
+device, OpenReg's included) marks every child forked after it, and each backward there fails
+with "Unable to handle autograd's threading in combination with fork-based multiprocessing"
+(785 of the first 2,100 tests of OpenReg's corpus draft, all of them false failures). So an
+isolated test sees the session as collected, before any test ran, and sets up its module and
+class fixtures itself. Should the zygote be gone, a child is forked from the process itself.
+After a child, the process tears its own fixtures down to the next test's, as pytest does
+after each test (else the next test it runs itself finds "previous item was not torn down").
+
 The child runs pytest's own per-test protocol (setup, call, teardown) without reporting, and
 sends its reports back serialized as xdist sends them (``pytest_report_to_serializable``: plain
 dicts, pickled into a file of the parent's);
@@ -26,6 +37,7 @@ Linux (``os.fork``) only; elsewhere the option runs tests as usual.
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import pickle
 import select
@@ -38,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _pytest.runner import runtestprotocol
+from _pytest.runner import CallInfo, runtestprotocol
 
 from testcurator.names import split_dtypes
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
@@ -67,6 +79,20 @@ def configure(config: pytest.Config) -> None:
 class IsolatePlugin:
     def __init__(self, dtypes: frozenset[str]) -> None:
         self.dtypes = dtypes
+        self._zygote: Zygote | None = None
+        self._index: dict[int, int] = {}  # id(item) -> its place in session.items (the zygote's copy)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        if not session.config.option.collectonly and any(self.wanted(item) for item in session.items):
+            self._index = {id(item): k for k, item in enumerate(session.items)}
+            self._zygote = Zygote.start(session.items)
+        try:
+            return (yield)
+        finally:
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
 
     def wanted(self, item: pytest.Item) -> bool:
         if "all" in self.dtypes:
@@ -80,14 +106,124 @@ class IsolatePlugin:
             return None
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        for report in run_forked(item, nextitem, item.config.getoption("curate_timeout", None)):
+        timeout = item.config.getoption("curate_timeout", None)
+        zygote = self._zygote if self._zygote is not None and self._zygote.alive else None
+        where = (zygote, self._index[id(item)], self._index[id(nextitem)] if nextitem is not None else -1) \
+            if zygote is not None and id(item) in self._index else None
+        reports = run_forked(item, nextitem, timeout, where)
+        torn = _teardown_to(item, nextitem)
+        if torn is not None:  # a fixture of this process failed its teardown: this test's teardown says so
+            reports = [r for r in reports if r.when != "teardown" or r.failed] + [torn]
+        for report in reports:
             ihook.pytest_runtest_logreport(report=report)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
 
-def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float | None) -> list[pytest.TestReport]:
-    """The test's reports from a forked child, or one crash (or timeout) report if it died."""
+def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.TestReport | None:
+    """Tear this process's fixtures down to ``nextitem``'s, as pytest's own teardown phase
+    would have; a failed teardown report, or None."""
+    call = CallInfo.from_call(lambda: item.session._setupstate.teardown_exact(nextitem), when="teardown")
+    if call.excinfo is None:
+        return None
+    return pytest.TestReport.from_item_and_call(item, call)
+
+
+class Zygote:
+    """A process forked before the first test, that forks each isolated test's child and
+    reaps it: requests (JSON lines) in one pipe, the child's pid and wait status out of another."""
+
+    def __init__(self, pid: int, requests: int, replies: int) -> None:
+        self.pid, self._requests, self._replies = pid, requests, replies
+        self._buffer = b""
+        self.alive = True
+
+    @classmethod
+    def start(cls, items: list[pytest.Item]) -> Zygote:
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        faulthandler.cancel_dump_traceback_later()  # its watchdog thread would not survive the fork
+        pid = os.fork()
+        if pid == 0:  # the zygote: never returns
+            os.close(requests_w)
+            os.close(replies_r)
+            _serve(items, requests_r, replies_w)
+        os.close(requests_r)
+        os.close(replies_w)
+        return cls(pid, requests_w, replies_r)
+
+    def spawn(self, index: int, next_index: int, out: Path, fault: Path) -> int | None:
+        """The pid of the child now running ``items[index]``; None (and the zygote counts as
+        gone) when the zygote does not answer."""
+        request = json.dumps({"item": index, "next": next_index, "out": str(out), "fault": str(fault)})
+        try:
+            os.write(self._requests, (request + "\n").encode())
+            line = self._line(None)
+        except OSError:
+            line = None
+        if line is None:
+            self.alive = False
+            return None
+        return int(line)
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        """The child's wait status; None when it outlived ``timeout`` (then it was killed:
+        first SIGABRT, so that its faulthandler writes where it was)."""
+        line = self._line(timeout or None)
+        if line is None and self.alive:
+            _kill(pid)
+            self._line(None)  # the zygote reaps it
+            return None
+        return int(line) if line is not None else None
+
+    def _line(self, timeout: float | None) -> str | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and (left <= 0 or not select.select([self._replies], [], [], left)[0]):
+                return None
+            chunk = os.read(self._replies, 4096)
+            if not chunk:  # the zygote is gone
+                self.alive = False
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def close(self) -> None:
+        for fd in (self._requests, self._replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)  # it ends at the end of its requests
+        except ChildProcessError:
+            pass
+
+
+def _serve(items: list[pytest.Item], requests: int, replies: int) -> None:
+    """The zygote's loop: fork a child per request, say its pid, reap it, say its status."""
+    try:
+        _die_with_parent()
+        with os.fdopen(requests, "r", encoding="utf-8") as lines:
+            for line in lines:
+                req = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    item = items[req["item"]]
+                    nextitem = items[req["next"]] if req["next"] >= 0 else None
+                    _child(item, nextitem, Path(req["out"]), Path(req["fault"]))
+                os.write(replies, f"{pid}\n".encode())
+                os.write(replies, f"{os.waitpid(pid, 0)[1]}\n".encode())
+    finally:
+        os._exit(0)  # nothing of pytest's: the parent owns the session
+
+
+def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float | None,
+               zygote: tuple[Zygote, int, int] | None = None) -> list[pytest.TestReport]:
+    """The test's reports from a forked child, or one crash (or timeout) report if it died;
+    with ``zygote`` (the zygote, the item's and the next item's index) the zygote forks it."""
     config = item.config
     # The per-test hang guard's watchdog is a thread, and a thread does not survive a fork: a
     # child that cancels it (pytest's faulthandler plugin does, on every failure) waits for
@@ -96,10 +232,14 @@ def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float |
     with tempfile.TemporaryDirectory(prefix="curate-isolate-") as tmp:
         out, fault = Path(tmp, "reports.pickle"), Path(tmp, "fault")
         start = time.time()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            _child(item, nextitem, out, fault)
-        status = _wait(pid, timeout)
+        pid = zygote[0].spawn(zygote[1], zygote[2], out, fault) if zygote is not None else None
+        if pid is not None:
+            status = zygote[0].wait(pid, timeout)
+        else:
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                _child(item, nextitem, out, fault)
+            status = _wait(pid, timeout)
         stop = time.time()
         data = pickle.loads(out.read_bytes()) if out.exists() else []
         reports = [config.hook.pytest_report_from_serializable(config=config, data=d) for d in data]
@@ -133,11 +273,19 @@ def _wait(pid: int, timeout: float | None) -> int | None:
             if done:
                 return status
             time.sleep(0.005)
-    os.kill(pid, signal.SIGABRT)
-    time.sleep(1.0)
-    os.kill(pid, signal.SIGKILL)
+    _kill(pid)
     os.waitpid(pid, 0)
     return None
+
+
+def _kill(pid: int) -> None:
+    """SIGABRT first, so that a hung child's faulthandler writes where it was; then SIGKILL."""
+    try:
+        os.kill(pid, signal.SIGABRT)
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Path) -> None:

@@ -76,6 +76,44 @@ def test_isolated_tests_report_every_outcome(pytester: pytest.Pytester, value: s
     assert 'tests="4"' in (pytester.path / "out.xml").read_text()
 
 
+# An isolated test forked from a process that ran tests before it inherits what they left
+# (OpenReg: the autograd engine's device threads, after which every backward in a forked child
+# fails); and the process's own class fixture, set up for the test before, must still be torn
+# down before the next class.
+ZYGOTE = '''\
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+RAN = []
+
+
+class TestFirst(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_state(self, device, dtype):
+        RAN.append(dtype)
+        if dtype == torch.float64:  # isolated: forked from the session as collected
+            self.assertEqual(RAN, [torch.float64])
+
+
+class TestSecond(TestCase):
+    def test_next_class(self, device):
+        self.assertEqual(RAN, [torch.float32])
+
+
+instantiate_device_type_tests(TestFirst, globals(), only_for="cpu")
+instantiate_device_type_tests(TestSecond, globals(), only_for="cpu")
+'''
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "1")])
+def test_an_isolated_test_starts_from_the_session_as_collected(pytester: pytest.Pytester,
+                                                               workers: tuple[str, ...]) -> None:
+    pytester.makepyfile(test_zygote=ZYGOTE)
+    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", *workers)
+    result.assert_outcomes(passed=3)
+
+
 def test_the_runner_records_a_crash_and_runs_the_rest_in_the_same_process(tmp_path: Path) -> None:
     (tmp_path / "test_crashy.py").write_text(CRASHY)
     spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_crashy.py"),), rootdir=tmp_path,
