@@ -7,7 +7,7 @@ its outputs there. Bucket and refine, once per file, are pipelines/decide.py's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -89,17 +89,18 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 
 def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int,
               settled: frozenset[str] = frozenset(), isolate: frozenset[str] = frozenset(),
-              only: frozenset[TestKey] | None = None) -> list[Any]:
+              only: frozenset[TestKey] | None = None, instances: Sequence[tuple[str, str]] = ()) -> list[Any]:
     """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it);
     failures of the ``settled`` tests are not retried; the tests of the ``isolate`` dtypes
-    each run in a forked process; with ``only``, only those tests."""
+    each run in a forked process; with ``only`` and ``instances`` (instance key, generic
+    name), only those tests and instances."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
         # other tests at collection (the config would skip them one report at a time).
         only = ctx.only_tests if only is None else only
-        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), only, ctx.torch_root)))
-                if only else ())
+        keep = (("--curate-only", str(_only_file(store.path(out, "delta.tests"), only or (), instances, ctx.torch_root)))
+                if only or instances else ())
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
@@ -109,6 +110,18 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
                         source="draft" if out == "exec" else out,
                         progress=LineProgress("execute" if out == "exec" else out, ctx.say))
     return read_jsonl(done)
+
+
+def _only_file(path: Path, keys: Collection[TestKey], instances: Sequence[tuple[str, str]], root: Path) -> Path:
+    """A ``--curate-only`` file (plugin/only.py): the generic tests ``keys``, then one line per
+    instance with its generic name."""
+    write_keys(path, keys, root)
+    if instances:
+        lines = "".join(f"{TestKey.of(str((root / TestKey.parse(key).file).resolve()), TestKey.parse(key).name)}"
+                        f"\t{generic}\n" for key, generic in sorted(instances))
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(lines)
+    return path
 
 
 def failing_on_cpu(store: RunStore) -> frozenset[str]:
@@ -228,9 +241,12 @@ def _verify_run(ctx: RunContext, store: RunStore) -> tuple[list[Any], int]:
         reuse = reverify.plan(read_jsonl(draft), store.path(EXEC_CONFIG), ctx.configs_dir, ctx.torch_root, draft)
     if reuse is None:
         return run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries), 0
+    partly = f", and {len(reuse.instances)} instance(s) of tests partly verified by it" if reuse.instances else ""
     ctx.say(f"verify: {len(reuse.reused)} mandatory test(s) ran tonight in the draft under the entry they end "
-            f"with ({len(reuse.records)} results taken from it); running the other {len(reuse.rerun)}")
-    ran = run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries, only=reuse.rerun) if reuse.rerun else []
+            f"with, or passed there as mandatory instances of both ({len(reuse.records)} results taken from it); "
+            f"running the other {len(reuse.rerun)} test(s){partly}")
+    ran = (run_suite(ctx, store, ctx.configs_dir, "verify", retries=ctx.retries, only=reuse.rerun,
+                     instances=reuse.instances) if reuse.rerun or reuse.instances else [])
     records = [*reuse.records, *ran]
     store.path("verify").mkdir(parents=True, exist_ok=True)
     if done.exists():
