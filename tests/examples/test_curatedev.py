@@ -80,9 +80,9 @@ PROBE = textwrap.dedent(
     out["repr"] = repr(torch.ones(2, device="curatedev"))
     out["allowed"] = list(curatedev.allowed_ops())
     print("PROBE" + json.dumps(out), flush=True)
-    # Past the findings, no interpreter teardown: the backward above started autograd's device
-    # thread, and on a loaded machine its shutdown aborted the process ("terminate called
-    # without an active exception", exit -6) after every line was printed.
+    # Past the findings, no interpreter teardown: on a loaded machine it aborted the process
+    # after every line was printed ("terminate called without an active exception", exit -6;
+    # torch's teardown after the backward above: curatedev starts no threads of its own).
     import os
     os._exit(0)
     """
