@@ -75,11 +75,18 @@ def read_keys(path: Path, rootdir: Path) -> tuple[frozenset[tuple[str, str]], fr
     return frozenset(keys), frozenset(functions)
 
 
-def write_keys(path: Path, keys: Iterable[TestKey], root: Path) -> Path:
-    """A ``--curate-only`` file for ``keys`` (files relative to ``root``), absolute paths, in
-    key order (the same keys give the same file)."""
+def write_keys(path: Path, keys: Iterable[TestKey], root: Path | None,
+               instances: Iterable[tuple[str, str]] = ()) -> Path:
+    """A ``--curate-only`` file: a line per generic test of ``keys``, then a line per instance
+    of ``instances`` (instance key, generic name), each sorted (the same keys give the same
+    file). Files are made absolute against ``root`` (resolved); ``root`` None leaves them as
+    given, for pytest to read relative to its rootdir."""
+    def line(key: TestKey) -> str:
+        return str(key) if root is None else str(TestKey.of(str((root / key.file).resolve()), key.name))
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{TestKey.of(str((root / k.file).resolve()), k.name)}\n" for k in sorted(keys, key=str)),
+    path.write_text("".join([f"{line(k)}\n" for k in sorted(keys, key=str)]
+                            + [f"{line(TestKey.parse(key))}\t{generic}\n" for key, generic in sorted(instances)]),
                     encoding="utf-8")
     return path
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from testcurator.plugin.only import write_keys
 from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.results.junit_write import write_junit
@@ -132,9 +133,8 @@ class _Pass:
         """Targets that run exactly ``keys`` (instance keys): their files, narrowed by a
         ``--curate-only`` list of the keys (each with its generic name, plugin/only.py) that
         the next invocation passes."""
-        self.only = self.work / f"{self.label}-{round_no}.only"
-        self.only.parent.mkdir(parents=True, exist_ok=True)
-        self.only.write_text("".join(f"{self._absolute(k)}\t{self._generic(k)}\n" for k in keys), encoding="utf-8")
+        self.only = write_keys(self.work / f"{self.label}-{round_no}.only", (),
+                               Path(self.rootdir) if self.rootdir else None, [(k, self._generic(k)) for k in keys])
         return sorted({self._absolute(TestKey.parse(k).file) for k in keys})
 
     def _generic(self, key: str) -> str:

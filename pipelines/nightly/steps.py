@@ -7,7 +7,7 @@ its outputs there. Bucket and refine, once per file, are pipelines/decide.py's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,7 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
         # other tests at collection (the config would skip them one report at a time).
         only = ctx.only_tests if only is None else only
-        keep = (("--curate-only", str(_only_file(store.path(out, "delta.tests"), only or (), instances, ctx.torch_root)))
+        keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), only or (), ctx.torch_root, instances)))
                 if only or instances else ())
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
@@ -110,18 +110,6 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
                         source="draft" if out == "exec" else out,
                         progress=LineProgress("execute" if out == "exec" else out, ctx.say))
     return read_jsonl(done)
-
-
-def _only_file(path: Path, keys: Collection[TestKey], instances: Sequence[tuple[str, str]], root: Path) -> Path:
-    """A ``--curate-only`` file (plugin/only.py): the generic tests ``keys``, then one line per
-    instance with its generic name."""
-    write_keys(path, keys, root)
-    if instances:
-        lines = "".join(f"{TestKey.of(str((root / TestKey.parse(key).file).resolve()), TestKey.parse(key).name)}"
-                        f"\t{generic}\n" for key, generic in sorted(instances))
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(lines)
-    return path
 
 
 def failing_on_cpu(store: RunStore) -> frozenset[str]:
