@@ -17,7 +17,8 @@ device, OpenReg's included) marks every child forked after it, and each backward
 with "Unable to handle autograd's threading in combination with fork-based multiprocessing"
 (785 of the first 2,100 tests of OpenReg's corpus draft, all of them false failures). So an
 isolated test sees the session as collected, before any test ran, and sets up its module and
-class fixtures itself. Should the zygote be gone, a child is forked from the process itself.
+class fixtures itself. Should the zygote be gone, a child is forked from the process itself
+(a test whose zygote ended under it runs again so: its death was not the test's doing).
 After a child, the process tears its own fixtures down to the next test's, as pytest does
 after each test (else the next test it runs itself finds "previous item was not torn down").
 
@@ -129,6 +130,14 @@ def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.Test
     return pytest.TestReport.from_item_and_call(item, call)
 
 
+class ZygoteGone(Exception):
+    """The zygote ended while a child of its ran (a process of this plugin's, not a test result)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(f"the zygote (pid {pid}) that forks isolated tests ended")
+        self.pid = pid
+
+
 class Zygote:
     """A process forked before the first test, that forks each isolated test's child and
     reaps it: requests (JSON lines) in one pipe, the child's pid and wait status out of another."""
@@ -168,13 +177,16 @@ class Zygote:
 
     def wait(self, pid: int, timeout: float | None) -> int | None:
         """The child's wait status; None when it outlived ``timeout`` (then it was killed:
-        first SIGABRT, so that its faulthandler writes where it was)."""
+        first SIGABRT, so that its faulthandler writes where it was). ZygoteGone when the
+        zygote ended first: the child died with it (its death signal), status unknown."""
         line = self._line(timeout or None)
         if line is None and self.alive:
             _kill(pid)
             self._line(None)  # the zygote reaps it
             return None
-        return int(line) if line is not None else None
+        if line is None:
+            raise ZygoteGone(self.pid)
+        return int(line)
 
     def _line(self, timeout: float | None) -> str | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -232,14 +244,15 @@ def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float |
     with tempfile.TemporaryDirectory(prefix="curate-isolate-") as tmp:
         out, fault = Path(tmp, "reports.pickle"), Path(tmp, "fault")
         start = time.time()
-        pid = zygote[0].spawn(zygote[1], zygote[2], out, fault) if zygote is not None else None
-        if pid is not None:
-            status = zygote[0].wait(pid, timeout)
-        else:
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                _child(item, nextitem, out, fault)
-            status = _wait(pid, timeout)
+        try:
+            status = _through(zygote, out, fault, timeout) if zygote is not None else _fork_here(item, nextitem, out, fault, timeout)
+        except ZygoteGone:
+            # Not the test's doing: run it again, forked from here (as every later isolated
+            # test is now), rather than report a death it did not cause.
+            out.unlink(missing_ok=True)
+            fault.unlink(missing_ok=True)
+            start = time.time()
+            status = _fork_here(item, nextitem, out, fault, timeout)
         stop = time.time()
         data = pickle.loads(out.read_bytes()) if out.exists() else []
         reports = [config.hook.pytest_report_from_serializable(config=config, data=d) for d in data]
@@ -249,6 +262,24 @@ def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float |
         if status is None:  # it hung: the same words as the guard's, for the same outcome
             text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
         return [*[r for r in reports if r.when == "setup" and r.passed], _died(item, status, text, start, stop)]
+
+
+def _through(zygote: tuple[Zygote, int, int], out: Path, fault: Path, timeout: float | None) -> int | None:
+    """The wait status of the test's child forked by the zygote (None: timed out); ZygoteGone
+    when the zygote does not answer or ends before the child."""
+    process, index, next_index = zygote
+    pid = process.spawn(index, next_index, out, fault)
+    if pid is None:
+        raise ZygoteGone(process.pid)
+    return process.wait(pid, timeout)
+
+
+def _fork_here(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Path, timeout: float | None) -> int | None:
+    """The wait status of the test's child forked from this process (None: timed out)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(item, nextitem, out, fault)
+    return _wait(pid, timeout)
 
 
 def _wait(pid: int, timeout: float | None) -> int | None:

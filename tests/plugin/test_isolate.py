@@ -114,6 +114,45 @@ def test_an_isolated_test_starts_from_the_session_as_collected(pytester: pytest.
     result.assert_outcomes(passed=3)
 
 
+# The zygote ends (killed, as the kernel's OOM killer would) while its child runs a test: the
+# child dies with it, through no fault of the test's.
+ORPHAN = '''\
+import os
+import signal
+from pathlib import Path
+
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+MARK = Path(__file__).with_name("zygote-killed")
+
+
+class TestOrphan(TestCase):
+    @dtypes(torch.float64)
+    def test_first(self, device, dtype):
+        if not MARK.exists():
+            MARK.write_text(str(os.getppid()))
+            os.kill(os.getppid(), signal.SIGKILL)  # the zygote; this child dies with it
+        self.assertNotEqual(os.getppid(), int(MARK.read_text()))
+
+    @dtypes(torch.float64)
+    def test_second(self, device, dtype):
+        self.assertNotEqual(os.getppid(), int(MARK.read_text()))
+
+
+instantiate_device_type_tests(TestOrphan, globals(), only_for="cpu")
+'''
+
+
+def test_a_test_whose_zygote_ended_under_it_runs_again_forked_from_the_process(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_orphan=ORPHAN)
+    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", "-rf")
+    result.assert_outcomes(passed=2)
+    assert DIED not in result.stdout.str()
+    assert (pytester.path / "zygote-killed").exists()
+
+
 def test_the_runner_records_a_crash_and_runs_the_rest_in_the_same_process(tmp_path: Path) -> None:
     (tmp_path / "test_crashy.py").write_text(CRASHY)
     spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_crashy.py"),), rootdir=tmp_path,
