@@ -163,7 +163,9 @@ def pytest_command(
     if spec.timeout:
         cmd += ["--curate-timeout", str(spec.timeout)]
     if spec.config is not None:
-        cmd += ["--curate-config", str(spec.config.resolve())]
+        # The config's skips are settled at collection: the runner's JUnit XML is written from
+        # the event log, where they are recorded (plugin/events.py).
+        cmd += ["--curate-config", str(spec.config.resolve()), "--curate-settle-skips"]
         if spec.torch_root is not None:
             cmd += ["--curate-torch-root", str(spec.torch_root.resolve())]
     if spec.backend:

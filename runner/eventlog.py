@@ -77,6 +77,7 @@ class EventFold:
     collect_errors: dict[str, str] = field(default_factory=dict)
     collect_skips: dict[str, str] = field(default_factory=dict)  # files skipped as a whole
     done: dict[str, TestRecord] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)  # skips logged at collection (--curate-settle-skips)
 
     def feed(self, source: Path, event: dict[str, Any]) -> None:
         kind, nodeid = event.get("event"), event.get("nodeid", "")
@@ -94,6 +95,8 @@ class EventFold:
         elif kind == "start":
             # A retried test starts again in a fresh file; the latest start wins.
             self.tests[nodeid] = _TestState(nodeid, source, dict(event.get("identity") or {}))
+            if event.get("settled"):
+                self.settled.add(nodeid)
         elif kind == "report" and event.get("when") == "???":
             self.crash_reports[nodeid] = event.get("longrepr") or ""
         elif kind == "report" and nodeid in self.tests:
@@ -109,6 +112,10 @@ class EventFold:
         if known is not None:
             return known
         return instance_key(nodeid, record.generic if record is not None else None)
+
+    def reported(self) -> int:
+        """Finished tests that went through pytest's protocol (and so its JUnit XML)."""
+        return len(self.done.keys() - self.settled)
 
     def finished_records(self) -> dict[str, TestRecord]:
         return dict(self.done)

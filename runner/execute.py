@@ -97,7 +97,7 @@ class _Pass:
             remaining = [k for k in self.known if k not in self.records]
             self._report()
             fault = invocation_fault(inv.returncode, died=bool(dead), collected=fold.selected_known,
-                                     finished=len(fold.done), junit=Path(f"{inv.log.with_suffix('')}.junit.xml"),
+                                     finished=fold.reported(), junit=Path(f"{inv.log.with_suffix('')}.junit.xml"),
                                      log=inv.log)
             if fault is None and remaining and len(self.records) == before:
                 fault = unrun_fault(remaining, len(self.known), inv.log)

@@ -67,3 +67,62 @@ def test_options_register_once(tmp_path: Path, extra: list[str]) -> None:
 def test_without_options_nothing_is_registered(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "test_ev.py::test_ok")
     assert proc.returncode == 0 and not list(tmp_path.glob("*.jsonl*"))
+
+
+SKIPS = """
+import pytest
+
+@pytest.mark.skip(reason="dtype float64 is not in supported_dtypes")
+def test_skipped():
+    pass
+
+@pytest.mark.skip
+def test_skipped_bare():
+    pass
+
+@pytest.mark.skipif(False, reason="not now")
+@pytest.mark.skip(reason="the skipif decides first")
+def test_skipif_first():
+    pass
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_runs(n):
+    assert n < 2
+"""
+
+
+def _records(events: Path) -> dict[str, tuple[object, ...]]:
+    from testcurator.runner.eventlog import EventFold
+
+    fold = EventFold()
+    for path in sorted(events.parent.glob(events.name + "*")):
+        if not path.name.endswith(".fault"):
+            for event in _events(path):
+                fold.feed(path, event)
+    return {n: (r.outcome, r.failure_text, r.generic) for n, r in fold.finished_records().items()}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_settled_skips_are_logged_at_collection_with_the_outcomes_pytest_gives(tmp_path: Path,
+                                                                               workers: list[str]) -> None:
+    (tmp_path / "test_skips.py").write_text(SKIPS, encoding="utf-8")
+    plain = subprocess.run([sys.executable, "-m", "pytest", "-q", *QUIET, "test_skips.py", *workers,
+                            "--curate-events", "plain/ev.jsonl"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    settled = subprocess.run([sys.executable, "-m", "pytest", "-q", *QUIET, "test_skips.py", *workers,
+                              "--curate-events", "settled/ev.jsonl", "--curate-settle-skips"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == settled.returncode == 1, settled.stdout
+    assert "2 deselected" in settled.stdout or workers  # xdist's controller does not count a worker's deselection
+    records = _records(tmp_path / "settled" / "ev.jsonl")
+    assert records == _records(tmp_path / "plain" / "ev.jsonl")
+    assert records["test_skips.py::test_skipped"][:2] == ("skipped", "Skipped: dtype float64 is not in supported_dtypes")
+    assert records["test_skips.py::test_skipped_bare"][:2] == ("skipped", "Skipped: unconditional skip")
+    logs = [p for p in (tmp_path / "settled").glob("ev.jsonl*") if not p.name.endswith(".fault")]
+    starts = [e for p in logs for e in _events(p) if e["event"] == "start"]
+    assert sorted(str(e["nodeid"]).split("::")[1] for e in starts if e.get("settled")) == ["test_skipped", "test_skipped_bare"]
+    assert len(starts) == 5  # each test logged once, by one process
+
+
+def test_settle_skips_without_an_event_log_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _pytest(tmp_path, "test_ev.py::test_ok", "--curate-settle-skips")
+    assert proc.returncode == 4 and "--curate-settle-skips needs --curate-events" in proc.stderr
