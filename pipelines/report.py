@@ -63,8 +63,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
     scope_fallbacks = [{"file": d.path, "test": None, "mode": "keep" if d.keep else "drop", "reason": d.reason}
                        for d in scope if "->" in d.brain]
     verify_records = _records(store.path("verify", "results.jsonl"))
-    # The summaries' figures (pipelines/nightly/graph.py: written beside the probe) with the memory's.
-    memory = (store.read_json("memory.json", {}) or {}) | (store.read_json("summaries.json", {}) or {})
+    memory = store.read_json("memory.json", {})
     # A file that does not import is skipped as a whole and marked NEEDS REVIEW in its config:
     # counted with the rest, so the summary's number is the sections' below.
     review += [{"file": rel, "test": None, "mode": "skip", "missing": ["a file that imports on this torch"],

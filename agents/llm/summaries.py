@@ -46,7 +46,7 @@ def _request(root: Path, test: StoredTest) -> dict[str, Any]:
 
 
 def write_llm_summaries(brain: Summarizer, state_dir: Path, root: Path, files: Sequence[str], *, embed: bool) -> dict[str, int]:
-    """Summaries by the model for every test body of ``files``; figures for summaries.json."""
+    """Summaries by the model for every test body of ``files``; figures for memory.json."""
     prompt = load_prompt("summary")
     author = f"{AUTHOR_PREFIX}{brain.model}"
     with Memory.open(state_dir) as memory:

@@ -9,9 +9,7 @@ entries of tests that regressed or are flaky (pipelines/nights/assess.py), and t
 node records the run in the history of runs (memory/history.py).
 
 The probe node replays the calls the CPU capture recorded on the device (``--no-probe``: off),
-so the bucket stage predicts from the device's capability table (pipelines/probe.py); the
-test summaries and their embeddings are brought up to date beside it, in a thread of the driver
-(``summaries.json``), since they need only the index the memory stage built.
+so the bucket stage predicts from the device's capability table (pipelines/probe.py).
 
 Nodes are plain functions returning partial state; their dependencies come from the frozen
 :class:`RunContext` (``runtime.context``); their outputs go to the run directory and only
@@ -29,7 +27,6 @@ verify is skipped (it would rerun the whole curated suite). Its scope decisions 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,29 +94,25 @@ def _memory_stage(ctx: RunContext, store: RunStore, files: list[str]) -> dict[st
     capture = (stage.CaptureRun(steps.executor(ctx, resources={}), ctx.shards, ctx.workers, ctx.warm, device=device,
                                 budget_s=ctx.capture_budget_s, rule_out=ctx.capture_rule_out())
                if ctx.capture_ops else None)
-    # Embeddings come after the summaries (_summaries, beside the probe): with the LLM brain on, the model writes them.
+    # Embeddings come after the summaries (_summaries): with the LLM brain on, the model writes them.
     where = {"state_dir": ctx.state_dir, "work": store.root, "embed": False, "capture": capture}
     if ctx.only_tests is not None:
         figures = stage.run_delta_memory_stage(ctx.torch_root, files, ctx.only_tests, recheck=ctx.recheck_files, **where)
     else:
         figures = stage.run_memory_stage(ctx.torch_root, files, say=ctx.say, **where)
-    return figures
+    return figures | _summaries(ctx, files)
 
 
 def probe(state: NightlyState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     from testcurator.pipelines.probe import summary
 
     ctx, store = runtime.context, _store(state)
-    # The summaries' embeddings (seconds of the driver's CPU on a cold run: every test's
-    # vector) are computed while the probe's replay runs in its own process.
-    with store.timed("probe"), ThreadPoolExecutor(max_workers=1, thread_name_prefix="summaries") as pool:
-        summaries = pool.submit(_summaries, ctx, state["files"]) if not store.has("summaries.json") else None
-        if ctx.probe and not store.has("probe.json"):  # a resumed run keeps what it probed
+    if not ctx.probe:
+        return {}
+    with store.timed("probe"):
+        if not store.has("probe.json"):  # a resumed run keeps what it probed
             store.write_json("probe.json", steps.probe(ctx, store))
-        if summaries is not None:
-            store.write_json("summaries.json", summaries.result())
-    if ctx.probe:
-        ctx.say(summary(store.read_json("probe.json")))
+    ctx.say(summary(store.read_json("probe.json")))
     return {}
 
 
