@@ -77,6 +77,7 @@ class _Pass:
         self.work = spec.out_dir / "work"
         self.records: dict[str, TestRecord] = {}  # by instance key (testcurator.vocab.instance_key)
         self.known: list[str] = []  # instance keys, in collection order
+        self.settled: set[str] = set()  # instance keys of the skips settled at collection
         self.nodeids: dict[str, str] = {}  # instance key -> the node id it was first seen under
         self.generics: dict[str, str] = {}  # instance key -> its generic name (``Class::test``)
         self.rootdir: str | None = None
@@ -127,6 +128,7 @@ class _Pass:
                 self.known.append(key)
         for key, generic in fold.generics.items():
             self.generics.setdefault(key, generic)
+        self.settled.update(fold.keys.get(n, n) for n in fold.settled)
         self.rootdir = self.rootdir or fold.rootdir
 
     def by_key(self, keys: Sequence[str], round_no: int) -> list[str]:
@@ -148,12 +150,15 @@ class _Pass:
     def _report(self, fold: EventFold | None = None) -> None:
         current = dict(self.records)
         if fold is not None:
-            current.update(fold.finished_records())
+            current.update((fold.key(n, r), r) for n, r in fold.finished_records().items())
         # ``known`` holds instance keys, the fold's collection node ids: a later process's node
         # ids count by their keys, or every test of a rerun after a crash counts twice.
         collected = {fold.keys.get(n, n) for n in fold.collected} if fold else set()
-        total = len(set(self.known) | collected) or None
-        self.progress.update(len(current), counts(current.values()), total)
+        # Skips settled at collection (plugin/events.py) are done before the first test runs:
+        # counted as done, they would make the rate and the time left a fiction.
+        settled = self.settled | ({fold.keys.get(n, n) for n in fold.settled} if fold else set())
+        total = len((set(self.known) | collected) - settled) or None
+        self.progress.update(len(current.keys() - settled), counts(current.values()), total)
 
     def _invoke(self, targets: Sequence[str], workers: int, round_no: int) -> tuple[EventFold, Invocation]:
         stem = self.work / f"{self.label}-{round_no}"

@@ -303,3 +303,49 @@ def test_a_killed_runs_event_files_are_not_read_as_this_runs(tmp_path: Path) -> 
     (work / "run-0.events.jsonl.gw5.fault").write_text("Fatal Python error: Aborted\n", encoding="utf-8")
     got = _run(tmp_path, path, timeout=60, retries=0)
     assert {n: r.outcome for n, r in got.items()} == {"test_two.py::test_a": "passed", "test_two.py::test_b": "passed"}
+
+
+class _Updates:
+    """A progress sink that keeps every update."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[int, dict[str, int], int | None]] = []
+
+    def phase(self, label: str, total: int | None) -> None:
+        return None
+
+    def update(self, done: int, counts: dict[str, int], total: int | None = None) -> None:
+        self.updates.append((done, dict(counts), total))
+
+    def __enter__(self) -> _Updates:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_configs_skips_are_settled_at_collection_with_their_reasons(tmp_path: Path, workers: int) -> None:
+    """Recorded as skips with the config's reason, in results.jsonl and the runner's JUnit XML,
+    without running pytest's protocol; the progress counts only the tests that run."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "test_mix.py").write_text("def test_run():\n    pass\n\ndef test_off():\n    pass\n\n"
+                                      "def test_off_too():\n    pass\n", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test_mix.py\n"
+                      "      unlisted_test_mode: skip\n      tests:\n        - names: [test_run]\n"
+                      "          mode: mandatory_success\n", encoding="utf-8")
+    spec = RunSpec(out_dir=tmp_path / "out", config=config, torch_root=tree, paths=(str(tree / "test_mix.py"),),
+                   timeout=60, retries=0, workers=workers, extra_args=QUIET_PLUGINS)
+    progress = _Updates()
+    out = execute(spec, progress).out_dir
+    got = {r.nodeid: r for r in read_jsonl(out / "results.jsonl")}
+    assert {n: r.outcome for n, r in got.items()} == {"test_mix.py::test_run": "passed", "test_mix.py::test_off": "skipped",
+                                                       "test_mix.py::test_off_too": "skipped"}
+    assert "unlisted" in (got["test_mix.py::test_off"].failure_text or "")
+    assert (out / "junit.xml").read_text(encoding="utf-8").count("<testcase ") == 3
+    work_logs = [p for p in (out / "work").glob("*.events.jsonl*") if not p.name.endswith(".fault")]
+    assert sum('"settled": true' in p.read_text(encoding="utf-8") for p in work_logs) == 1  # one process logged them
+    done, counted, total = progress.updates[-1]
+    assert (done, total) == (1, 1) and counted.get("skipped") == 2
