@@ -9,7 +9,8 @@ Options (group ``curate``):
     (when, outcome, longrepr text, duration, user_properties, wasxfail); ``finish`` closes
     a test; ``collected`` lists the node ids of the session and, beside them, each one's
     instance key (:func:`testcurator.vocab.instance_key`: what the runner selects and merges
-    by, since node ids differ between processes on some backends) and generic name; ``collect_error`` a file
+    by, since node ids differ between processes on some backends) and generic name (and, under
+    ``--curate-settle-skips``, ``settled``: those it settled); ``collect_error`` a file
     that failed to import, ``collect_skip`` one skipped as a whole (the config skips every test
     of a file that does not import). Under pytest-xdist every worker writes ``FILE.<workerid>`` and the
     controller writes ``FILE.controller`` with only xdist's crash reports (``when='???'``,
@@ -270,7 +271,8 @@ class _EventWriter:
         idents = [_identity(i) for i in collected]
         self.log.write({"event": "collected", "nodeids": [i.nodeid for i in collected],
                         "keys": [d["key"] for d in idents], "generics": [d.get("generic") for d in idents],
-                        "rootdir": str(session.config.rootpath), "pid": os.getpid()}, sync=True)
+                        "rootdir": str(session.config.rootpath), "pid": os.getpid(),
+                        **({"settled": [item.nodeid for item, _ in self.settled]} if self.settled else {})}, sync=True)
         if self.logs_settled and self.settled:
             now, pid = time.time(), os.getpid()
             self.log.write_many(event for item, reason in self.settled for event in _settled(item, reason, now, pid))

@@ -88,6 +88,8 @@ class EventFold:
             self.collected.extend(n for n in event["nodeids"] if n not in seen)
             self.keys.update(zip(event["nodeids"], event.get("keys") or ()))
             self.generics.update((k, g) for k, g in zip(event.get("keys") or (), event.get("generics") or ()) if g)
+            # Named here, before their own lines (one process writes those after this event).
+            self.settled.update(event.get("settled") or ())
         elif kind == "collect_error":
             self.collect_errors[nodeid] = event.get("longrepr") or ""
         elif kind == "collect_skip":
@@ -95,8 +97,6 @@ class EventFold:
         elif kind == "start":
             # A retried test starts again in a fresh file; the latest start wins.
             self.tests[nodeid] = _TestState(nodeid, source, dict(event.get("identity") or {}))
-            if event.get("settled"):
-                self.settled.add(nodeid)
         elif kind == "report" and event.get("when") == "???":
             self.crash_reports[nodeid] = event.get("longrepr") or ""
         elif kind == "report" and nodeid in self.tests:
