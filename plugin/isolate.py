@@ -53,6 +53,7 @@ from typing import Any
 import pytest
 from _pytest.runner import CallInfo, runtestprotocol
 
+from testcurator.errors import CuratorError
 from testcurator.names import split_dtypes
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 from testcurator.plugin.optionset import first_time
@@ -130,8 +131,9 @@ def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.Test
     return pytest.TestReport.from_item_and_call(item, call)
 
 
-class ZygoteGone(Exception):
-    """The zygote ended while a child of its ran (a process of this plugin's, not a test result)."""
+class ZygoteGone(CuratorError):
+    """The zygote ended while a child of its ran (a process of this plugin's, not a test
+    result): caught in :func:`run_forked`, which runs the test again."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(f"the zygote (pid {pid}) that forks isolated tests ended")
