@@ -32,8 +32,21 @@ def _import_ray() -> Any:
     return ray
 
 
-def _call(fn: Any, arg: Any) -> Any:
-    """The task body: runs on a Ray worker."""
+# Ray sets OMP_NUM_THREADS in a task's worker to the task's CPUs (1) when it is not set: the
+# shard's pytest, started from that worker, would run every test on one intra-op thread, and
+# some upstream outcomes follow the thread count (test_native_mha's
+# test_multihead_attention_fastpath_for_all_batchfirst fails on CPU with the default and
+# passes with 1: the corpus's configs differed from a local run's by that test).
+DRIVER_ENV = ("OMP_NUM_THREADS",)
+
+
+def _call(fn: Any, arg: Any, env: dict[str, str | None]) -> Any:
+    """The task body: runs on a Ray worker, with ``env`` as the driver had it (None: unset)."""
+    for name, value in env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     return fn(arg)
 
 
@@ -75,10 +88,11 @@ class RayExecutor:
         try:
             self._check_resources()
             remote = ray.remote(_call)
+            driver_env = {name: os.environ.get(name) for name in DRIVER_ENV}
             refs = [
                 remote.options(name=job.label, num_cpus=self.options.cpus_per_job,
                                resources=dict(self.options.resources), max_retries=ATTEMPTS - 1,
-                               retry_exceptions=[ExecutionError]).remote(job.fn, job.arg)
+                               retry_exceptions=[ExecutionError]).remote(job.fn, job.arg, driver_env)
                 for job in jobs
             ]
             return self._gather(jobs, refs)

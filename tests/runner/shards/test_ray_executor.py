@@ -115,3 +115,18 @@ def test_no_node_with_the_device_is_an_infrastructure_error(address: str, tmp_pa
     proc = run(exec_cmd(tmp_path / "out", "--executor", "ray", "--shards", "2", profile=profile), RAY_ADDRESS=address)
     assert proc.returncode == 3
     assert "no node of the Ray cluster offers {'otherdev': 1.0}" in proc.stderr
+
+
+@pytest.mark.parametrize(("driver", "worker"), [(None, "1"), ("3", "1"), (None, None)])
+def test_a_shard_runs_with_the_drivers_thread_setting_not_rays(monkeypatch: pytest.MonkeyPatch, driver: str | None,
+                                                               worker: str | None) -> None:
+    """Ray gives a task's worker OMP_NUM_THREADS=1 (its CPUs) when unset; the shard's pytest
+    must see what the driver had (upstream test_native_mha's fast-path test flips with it)."""
+    from testcurator.runner.shards.ray_executor import DRIVER_ENV, _call
+
+    if worker is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", worker)
+    seen = _call(lambda name: os.environ.get(name), "OMP_NUM_THREADS", {name: driver for name in DRIVER_ENV})
+    assert seen == driver
