@@ -164,15 +164,21 @@ def _longrepr_text(report: pytest.TestReport | pytest.CollectReport) -> str | No
 
 def _report_event(report: pytest.TestReport) -> dict[str, Any]:
     return {
-        "event": "report", "nodeid": report.nodeid, "when": report.when,
-        "outcome": report.outcome, "longrepr": _longrepr_text(report),
-        "duration": report.duration, "wasxfail": getattr(report, "wasxfail", None),
-        "user_properties": [[str(k), str(v)] for k, v in report.user_properties],
-        "pid": os.getpid(), "time": time.time(),
+        **_report_fields(report.nodeid, report.when, report.outcome, _longrepr_text(report), report.duration,
+                         getattr(report, "wasxfail", None), report.user_properties, os.getpid(), time.time()),
         # pytest 9 reports each unittest subTest of the call phase on its own, before the call's
         # own report: a failing subTest leaves the call itself passing.
         **({"subtest": True} if getattr(report, "context", None) is not None else {}),
     }
+
+
+def _report_fields(nodeid: str, when: str | None, outcome: str, longrepr: str | None, duration: float,
+                   wasxfail: str | None, user_properties: Iterable[tuple[str, object]], pid: int,
+                   now: float) -> dict[str, Any]:
+    """A ``report`` line: one phase of a test (pytest's report, or a settled skip's)."""
+    return {"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome, "longrepr": longrepr,
+            "duration": duration, "wasxfail": wasxfail,
+            "user_properties": [[str(k), str(v)] for k, v in user_properties], "pid": pid, "time": now}
 
 
 def _skip_reason(item: pytest.Item) -> str | None:
@@ -190,12 +196,10 @@ def _skip_reason(item: pytest.Item) -> str | None:
 
 def _settled(item: pytest.Item, reason: str, now: float, pid: int) -> tuple[dict[str, Any], ...]:
     """A settled test's events: what pytest's protocol would have logged for a skip mark."""
-    report = {"event": "report", "nodeid": item.nodeid, "duration": 0.0, "wasxfail": None,
-              "user_properties": [[str(k), str(v)] for k, v in item.user_properties], "pid": pid, "time": now}
     return ({"event": "start", "nodeid": item.nodeid, "pid": pid, "time": now, "identity": _identity(item),
              "settled": True},
-            {**report, "when": "setup", "outcome": "skipped", "longrepr": f"Skipped: {reason}"},
-            {**report, "when": "teardown", "outcome": "passed", "longrepr": None},
+            _report_fields(item.nodeid, "setup", "skipped", f"Skipped: {reason}", 0.0, None, item.user_properties, pid, now),
+            _report_fields(item.nodeid, "teardown", "passed", None, 0.0, None, item.user_properties, pid, now),
             {"event": "finish", "nodeid": item.nodeid, "time": now})
 
 
