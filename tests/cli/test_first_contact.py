@@ -110,7 +110,11 @@ def test_version_prints_and_exits_0(tmp_path: Path) -> None:
 
 
 def test_show_completion_prints_a_bash_script(tmp_path: Path) -> None:
-    proc = run("--show-completion bash", tmp_path, tmp_path)
+    # Typed in bash, as a user does: typer finds the shell among the process's parents, and a
+    # pytest started by nohup or cron has none ("Shell  not supported.").
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "100"}
+    proc = subprocess.run(["bash", "-c", f"'{ENTRY_POINT}' --show-completion bash; exit $?"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "_TESTCURATOR_COMPLETE=complete_bash" in proc.stdout and "complete " in proc.stdout
     # and the completion it installs answers: the commands that start with "re"
