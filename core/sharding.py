@@ -97,6 +97,35 @@ def estimate(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, fl
     return out
 
 
+def slowest_first(files: Sequence[str], known: Mapping[str, float], root: Path | None = None) -> list[str]:
+    """``files`` (paths, or node ids relative to ``root``) with the files whose slowest known
+    test is slowest first; stable, and a file with no known duration goes first (it may be slow).
+
+    Workers idle at the end of a run while the other one finishes its last tests: two threaded
+    upstream tests of test_weak.py (6 s each), last in the collection, kept one worker alone
+    for 12 s of a corpus draft. Run early, they overlap other work. Whole files move, each
+    keeps its own order (upstream's order-dependent tests depend on what ran before them in
+    their file). A node id counts as unknown: a list of reruns keeps its order.
+    """
+    slowest: dict[str, float] = {}
+    for nodeid, seconds in known.items():
+        file = file_of(nodeid)
+        slowest[file] = max(slowest.get(file, 0.0), float(seconds))
+
+    def key(target: str) -> float:
+        if "::" in target:
+            return math.inf
+        path = Path(target)
+        if root is not None and path.is_absolute():
+            try:
+                path = path.relative_to(root)
+            except ValueError:
+                return math.inf
+        return slowest.get(path.as_posix(), math.inf)
+
+    return sorted(files, key=key, reverse=True)
+
+
 def least_duration(nodeids: Sequence[str], durations: Mapping[str, float], count: int) -> tuple[list[list[int]], list[float]]:
     """pytest-split's ``least_duration``: (indices of ``nodeids`` per shard, their sums).
 

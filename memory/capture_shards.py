@@ -36,7 +36,7 @@ from testcurator.runner.shards.executors import Executor, Job
 from testcurator.runner.reconcile import PYTEST_FAULTS, PYTEST_FINISHED, pass_fault
 from testcurator.runner.results.records import TestRecord
 from testcurator.runner.warm import WarmPytest
-from testcurator.sharding import file_of, least_duration
+from testcurator.sharding import file_of, least_duration, slowest_first
 
 CAPTURE_TIMEOUT = 120.0
 # Workers xdist may replace in one capture before it stops scheduling (its default: 4 per worker).
@@ -207,10 +207,11 @@ def _weights(targets: Sequence[str], known: Mapping[str, float]) -> dict[str, fl
 
 def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int) -> list[tuple[str, ...]]:
     """At most ``shards`` non-empty lists of ``targets`` (files or node ids), balanced by
-    expected duration with pytest-split's least_duration; deterministic, in the given order."""
+    expected duration with pytest-split's least_duration; deterministic, each list's files with
+    the slowest known test first (core/sharding.py ``slowest_first``), else in the given order."""
     unique = list(dict.fromkeys(targets))
     groups, _ = least_duration(unique, _weights(unique, known), max(1, min(shards, len(unique))))
-    return [tuple(unique[i] for i in sorted(g)) for g in groups if g]
+    return [tuple(slowest_first([unique[i] for i in sorted(g)], known)) for g in groups if g]
 
 
 def run_capture(
@@ -226,7 +227,7 @@ def run_capture(
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
-        known = store.known_for("cpu") if shards > 1 else {}
+        known = store.known_for("cpu")
         plan = plan_targets(targets, known, shards)
         warm = warm if len(plan) == 1 and executor.name == "local" else None
         jobs = [Job(label, capture_shard, CaptureJob(torch_root, part, work / f"{k}-of-{len(plan)}", label, workers,

@@ -40,6 +40,7 @@ from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
 from testcurator.runner.reconcile import infrastructure_record, invocation_fault, is_infrastructure, pytest_message, unrun_fault
 from testcurator.runner.results.records import TestRecord, counts, write_jsonl
+from testcurator.sharding import read_test_durations, slowest_first
 from testcurator.vocab import DETERMINISTIC_CLASSES, TestKey
 
 POLL_S = 0.2
@@ -283,7 +284,7 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
     invocations: list[Invocation] = []
     with progress:
         first = _Pass(spec, "run", progress, env)
-        records = first.run(selection.targets, spec.workers)
+        records = first.run(_slowest_first(spec, selection.targets), spec.workers)
         invocations += first.invocations
         for attempt in range(2, spec.retries + 2):
             # A missing kernel fails the same way every time: retrying thousands of them (a young
@@ -306,6 +307,13 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
         manifest = build_manifest(spec, selection, ordered, [list(i.argv) for i in invocations], started, time.time())
         write_manifest(spec.out_dir / "manifest.json", manifest)
     return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
+
+
+def _slowest_first(spec: RunSpec, targets: Sequence[str]) -> list[str]:
+    """The files whose slowest test is slowest first, by the durations the run was given (so
+    no worker idles alone at the end: core/sharding.py ``slowest_first``)."""
+    known = read_test_durations(spec.durations) if spec.durations is not None else {}
+    return slowest_first(targets, known, spec.cwd) if known else list(targets)
 
 
 def _settled(spec: RunSpec, key: str, record: TestRecord) -> bool:

@@ -116,10 +116,15 @@ def _known(spec: RunSpec, store: DurationStore | None) -> dict[str, float]:
 
 
 def _with_durations(spec: RunSpec, store: DurationStore | None) -> RunSpec:
-    if spec.shard is None or spec.durations is not None:
+    """``spec`` with the durations it splits and orders its files by (runner/execute.py),
+    when the store knows any; a leg's explicit snapshot stands."""
+    if spec.durations is not None:
+        return spec
+    known = _known(spec, store)
+    if spec.shard is None and not known:
         return spec
     path = spec.out_dir / "work" / DURATIONS_FILE
-    write_test_durations(path, _known(spec, store))
+    write_test_durations(path, known)
     return replace(spec, durations=path)
 
 

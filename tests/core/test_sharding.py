@@ -10,7 +10,7 @@ import pytest
 
 from testcurator.errors import BadInputError
 from testcurator.sharding import (DEFAULT_DURATION_S, MIN_DURATION_S, ShardRef, estimate, least_duration,
-                                  read_test_durations, split, write_test_durations)
+                                  read_test_durations, slowest_first, split, write_test_durations)
 
 
 @pytest.mark.parametrize(("text", "index", "count"), [("1/1", 1, 1), ("2/8", 2, 8), (" 8 / 8 ", 8, 8)])
@@ -24,6 +24,26 @@ def test_shard_ref_parses(text: str, index: int, count: int) -> None:
 def test_shard_ref_rejects(text: str) -> None:
     with pytest.raises(BadInputError, match="K/N"):
         ShardRef.parse(text)
+
+
+SLOW = {"test/weak.py::T::threaded": 6.0, "test/weak.py::T::quick": 0.01, "test/ufuncs.py::T::a": 0.5,
+        "test/ufuncs.py::T::b": 0.2, "test/init.py::T::t": 1.0}
+
+
+@pytest.mark.parametrize(("files", "root", "expected"), [
+    # by each file's slowest known test, not its total
+    (["test/ufuncs.py", "test/init.py", "test/weak.py"], None, ["test/weak.py", "test/init.py", "test/ufuncs.py"]),
+    # a file with no known test may be slow: first; ties keep their order
+    (["test/ufuncs.py", "test/new.py", "test/weak.py", "test/other.py"], None,
+     ["test/new.py", "test/other.py", "test/weak.py", "test/ufuncs.py"]),
+    # absolute paths are read relative to the tree's root
+    (["/tree/test/init.py", "/tree/test/weak.py"], Path("/tree"), ["/tree/test/weak.py", "/tree/test/init.py"]),
+    # node ids (a rerun's list) keep their order
+    (["test/ufuncs.py::T::b", "test/weak.py::T::threaded"], None, ["test/ufuncs.py::T::b", "test/weak.py::T::threaded"]),
+    ([], None, []),
+])
+def test_slowest_first_moves_whole_files(files: list[str], root: Path | None, expected: list[str]) -> None:
+    assert slowest_first(files, SLOW, root) == expected
 
 
 def test_estimate_uses_file_median_then_global_median_then_default() -> None:

@@ -18,12 +18,13 @@ KNOWN = {"test/a.py::T::t1": 6.0, "test/a.py::T::t2": 4.0, "test/b.py::T::t": 1.
 
 @pytest.mark.parametrize(("targets", "shards", "expected"), [
     # files weigh their known totals: a 10, d 8, b 1, c 1 -> {a}, {b, c, d}
-    (["test/a.py", "test/b.py", "test/c.py", "test/d.py"], 2, [("test/a.py",), ("test/b.py", "test/c.py", "test/d.py")]),
+    # (each job's files with the slowest known test first)
+    (["test/a.py", "test/b.py", "test/c.py", "test/d.py"], 2, [("test/a.py",), ("test/d.py", "test/b.py", "test/c.py")]),
     # never more jobs than targets, and no empty one
     (["test/a.py", "test/b.py"], 5, [("test/a.py",), ("test/b.py",)]),
     ([], 3, []),
-    # one shard: everything, in the order given
-    (["test/d.py", "test/a.py"], 1, [("test/d.py", "test/a.py")]),
+    # one shard: everything; an unknown file first, then by the slowest known test
+    (["test/b.py", "test/a.py", "test/new.py", "test/d.py"], 1, [("test/new.py", "test/d.py", "test/a.py", "test/b.py")]),
     # node ids weigh their own durations
     (["test/a.py::T::t1", "test/a.py::T::t2", "test/d.py::T::t"], 2, [("test/d.py::T::t",), ("test/a.py::T::t1", "test/a.py::T::t2")]),
 ])
@@ -35,7 +36,8 @@ def test_plan_balances_targets_by_known_durations(targets: list[str], shards: in
 def test_an_unknown_file_weighs_the_median_known_file() -> None:
     # known totals a 10, b 1, d 8 -> median 8 for the new file: it pairs with b, not with a
     plan = plan_targets(["test/a.py", "test/b.py", "test/d.py", "test/new.py"], KNOWN, 2)
-    assert sorted(plan) == [("test/a.py", "test/b.py"), ("test/d.py", "test/new.py")]
+    # (and, its duration unknown, it runs first in its job)
+    assert sorted(plan) == [("test/a.py", "test/b.py"), ("test/new.py", "test/d.py")]
 
 
 def test_the_plan_is_deterministic_and_covers_every_target_once() -> None:

@@ -185,3 +185,19 @@ def test_local_executor_retries_once() -> None:
     with pytest.raises(ShardFailedError, match="shard 7: no device 7") as info:
         make_executor("local").run([Job("shard 7", broken, 7)])
     assert info.value.exit_code == 3
+
+
+def test_a_run_starts_the_file_with_the_slowest_known_test_first(tree: Path, runs: Path) -> None:
+    # The config lists test_b.py (quick tests) first; the state of "whole" knows test_a.py's
+    # 0.4 s test_slow, so the run starts with test_a.py. Without durations: the config's order.
+    (tree / "quick_first.yaml").write_text(CONFIG.replace("test_a.py", "test_x.py").replace("test_b.py", "test_a.py")
+                                           .replace("test_x.py", "test_b.py"))
+    first = {}
+    for out, state in (("ordered", "state-whole"), ("unordered", "state-fresh")):
+        args = exec_args(tree, out)
+        args[args.index("--config") + 1] = str(tree / "quick_first.yaml")
+        args[args.index("--state-dir") + 1] = state
+        tc(*args, cwd=runs)
+        lines = (runs / out / "work" / "run-0.args").read_text().splitlines()
+        first[out] = [Path(line).name for line in lines]
+    assert first == {"ordered": ["test_a.py", "test_b.py"], "unordered": ["test_b.py", "test_a.py"]}
