@@ -87,10 +87,12 @@ def capture_kept(torch_root: Path, files: Sequence[str], cpu: Sequence[OpRecord]
     captured = [rec for rel in files if per_file.get(rel)
                 for rec in (fresh[rel] if rel in fresh else _read(caches[rel]))]
     projected = project(cpu, captured, selection)
+    reruns = [rec.rerun_s for recs in fresh.values() for rec in recs if rec.rerun_s is not None]
     figures = {"instances": len([r for r in cpu if r.source == "static"]), "kept": len(selection.keep),
                "left_out": dict(selection.left_out), "projected": len(projected), "files_captured": len(todo),
                "files_reused": len([rel for rel in files if per_file.get(rel)]) - len(todo),
                "estimate_s": selection.estimate_s, "budget_s": plan.budget_s, "mode_failures": mode_failures,
+               "reruns": len(reruns), "rerun_s": round(sum(reruns), 1),
                "rule_out": plan.rule_out.describe() if plan.rule_out is not None else None}
     return captured + projected, figures
 
@@ -143,7 +145,13 @@ def _capture(torch_root: Path, todo: Sequence[str], per_file: Mapping[str, Seque
     counter = LineCounter(folder, "*/events.jsonl*", b'"event": "finish"')
     died: set[str] = set()
     with Ticker.counting("capture", "instances", len(kept.keep), counter, say):
-        run_capture(torch_root, todo, out, folder, state_dir=state_dir, executor=plan.executor, shards=plan.shards,
+        # With no durations known (a first capture), the files with the fewest kept instances
+        # run first: upstream's large generated files (OpInfo) are thousands of short instances,
+        # its small ones hold the long tests (test_weak.py's two 6 s threaded tests, last in
+        # the corpus's order, kept one worker alone for 12 s). Known durations reorder this
+        # (memory/capture_shards.py plan_targets); each file keeps its own order.
+        fewest_first = sorted(todo, key=lambda rel: len(per_file[rel]))
+        run_capture(torch_root, fewest_first, out, folder, state_dir=state_dir, executor=plan.executor, shards=plan.shards,
                     workers=plan.workers, extra=("--curate-only", str(keys), "--curate-capture-confirm"),
                     warm=plan.warm, died=died)
     records = _read(out)
@@ -192,6 +200,9 @@ def report_lines(figures: Mapping[str, Any]) -> list[str]:
     if figures.get("mode_failures"):
         lines.append(f"- failed under the capture's dispatch mode and not without it (outcome taken from the run "
                      f"without it): {figures['mode_failures']}")
+    if figures.get("reruns"):
+        lines.append(f"- failures run again at once without the mode, to tell the test's failure from the mode's: "
+                     f"{figures['reruns']}, {figures['rerun_s']} s of test time")
     if figures.get("rule_out"):
         lines.append(f"- the profile rules out what it does not declare ({figures['rule_out']}): the config skips "
                      "those instances whatever they do on CPU (`--capture-all` captures them too)")

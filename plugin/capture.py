@@ -278,13 +278,15 @@ class CapturePlugin:
         outcome: str | None = None
         for report in reports:
             outcome = merge_outcome(outcome, report)
+        rerun_s = sum(report.duration for report in reports)
         if outcome is None or outcome == "failed":
-            return self._captured(item, pending)
+            return self._captured(item, pending, rerun_s=rerun_s)
         failed = [r for r in reports if r.failed]
         pending.outcome, pending.failure = outcome, failure_line(failed[0]) if failed else None
-        return self._captured(item, pending, mode_failure=True)
+        return self._captured(item, pending, mode_failure=True, rerun_s=rerun_s)
 
-    def _captured(self, item: pytest.Item, pending: _Pending, *, mode_failure: bool = False) -> OpRecord:
+    def _captured(self, item: pytest.Item, pending: _Pending, *, mode_failure: bool = False,
+                  rerun_s: float | None = None) -> OpRecord:
         errors = list(pending.errors)
         try:
             fields = identity_fields(item)
@@ -295,7 +297,7 @@ class CapturePlugin:
                         calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
                         raised=tuple(sorted(pending.raised - pending.worked)),
                         outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,
-                        mode_failure=mode_failure, **fields)
+                        mode_failure=mode_failure, rerun_s=rerun_s, **fields)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._handle is not None:

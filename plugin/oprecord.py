@@ -67,12 +67,17 @@ class OpRecord:
     # It failed under the capture's dispatch mode and not in a plain rerun: ``outcome`` and
     # ``failure`` are the rerun's (``--curate-capture-confirm``), the ops the mode's.
     mode_failure: bool = False
+    # Seconds the plain rerun of a failure took (pytest's report durations): the test's own
+    # run time, which the capture spent besides the first run's.
+    rerun_s: float | None = None
 
     def to_json(self) -> str:
         data = {**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
                 "examples": dict(self.examples), "raised": list(self.raised)}
-        if not self.mode_failure:  # the rare case only: a capture file holds thousands of lines
+        if not self.mode_failure:  # the rare cases only: a capture file holds thousands of lines
             del data["mode_failure"]
+        if self.rerun_s is None:
+            del data["rerun_s"]
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -85,7 +90,7 @@ class OpRecord:
         if data["source"] not in SOURCES:
             raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
         known = {k: data.get(k) for k in cls.__dataclass_fields__
-                 if k not in ("aten", "calls", "examples", "raised", "mode_failure")}
+                 if k not in ("aten", "calls", "examples", "raised", "mode_failure", "rerun_s")}
         aten, calls, raised = data.get("aten") or [], data.get("calls") or [], data.get("raised") or []
         for name, value in (("aten", aten), ("calls", calls), ("raised", raised)):
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
@@ -93,8 +98,12 @@ class OpRecord:
         examples = data.get("examples") or {}
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise BadInputError(f"{where}: examples must map call keys to JSON strings")
+        rerun_s = data.get("rerun_s")
+        if rerun_s is not None and (isinstance(rerun_s, bool) or not isinstance(rerun_s, (int, float))):
+            raise BadInputError(f"{where}: rerun_s must be a number of seconds, got {rerun_s!r}")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
-                   examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True)
+                   examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True,
+                   rerun_s=None if rerun_s is None else float(rerun_s))
 
 
 def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:

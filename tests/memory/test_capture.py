@@ -215,6 +215,10 @@ def test_a_failure_under_the_mode_is_run_again_plainly_in_the_same_process(
         assert modal["outcome"] == "failed" and "no mode wanted" in modal["failure"] and "mode_failure" not in modal
     assert broken["outcome"] == "failed" and broken["failure"].startswith("assert") and "mode_failure" not in broken
     assert lines["test_last"]["outcome"] == ("passed" if confirm else "failed")
+    # A rerun's time is recorded (test time, not the capture's); a test that passed has none.
+    reran = {name for name, line in lines.items() if line.get("rerun_s") is not None}
+    assert reran == ({"test_modal", "test_broken"} if confirm else set())
+    assert all(isinstance(lines[name]["rerun_s"], float) and lines[name]["rerun_s"] >= 0 for name in reran)
 
 
 def test_without_the_option_nothing_is_registered(pytester: pytest.Pytester) -> None:

@@ -99,6 +99,37 @@ def test_a_budgeted_capture_reruns_nothing_when_nothing_changed(tmp_path: Path) 
     assert figures[0]["left_out"] == figures[1]["left_out"]
 
 
+SINGLE = '''\
+import torch
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestSingle(TestCase):
+    def test_one(self):
+        self.assertEqual(torch.ones(1).item(), 1)
+
+
+if __name__ == "__main__":
+    run_tests()
+'''
+
+
+def test_a_first_capture_runs_the_file_with_the_fewest_kept_instances_first(tmp_path: Path) -> None:
+    # No durations known yet: test_zz_single.py (1 kept instance) runs before
+    # test_capture_pick.py (2), although the order given is the other way round.
+    tree = _tree(tmp_path)
+    (tree / "test" / "test_zz_single.py").write_text(SINGLE, encoding="utf-8")
+    (tmp_path / "run1").mkdir()
+    device = stage.DeviceTarget("curatedev", "curatedev.testing:setup_device_type_tests",
+                                (("PYTHONPATH", str(EXAMPLE)),))
+    figures = stage.run_memory_stage(tree, [FILE, "test/test_zz_single.py"], state_dir=tmp_path / "state",
+                                     work=tmp_path / "run1", embed=False, say=print,
+                                     capture=stage.CaptureRun(LocalExecutor(), device=device))["capture"]
+    assert figures["kept"] == 3
+    args = (tmp_path / "run1" / "capture" / "1-of-1" / "targets.args").read_text(encoding="utf-8").split()
+    assert args == ["test/test_zz_single.py", FILE]
+
+
 # A test that does something else while a dispatch mode is active (upstream test_content_store's
 # storage hashing and test_load_state_dict's tensor subclasses fail under the capture's mode and
 # pass without it), beside a test that fails on CPU whatever the mode.

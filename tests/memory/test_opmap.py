@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testcurator.cli.main import main
-from testcurator.errors import BadInputError, MemoryStoreError, MissingPathError
+from testcurator.errors import BadInputError, Location, MemoryStoreError, MissingPathError
 from testcurator.memory.opmap import OpMap
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.vocab import normalize_op, op_base
@@ -143,6 +143,7 @@ def test_bad_line_names_file_and_line(tmp_path: Path) -> None:
         ({"generic": "A::b", "source": "captured"}, "missing field"),
         ({"nodeid": "x", "generic": "A::b", "source": "guessed"}, "source must be one of"),
         ({"nodeid": "x", "generic": "A::b", "source": "static", "aten": "aten::add"}, "aten must be a list"),
+        ({"nodeid": "x", "generic": "A::b", "source": "captured", "rerun_s": "0.2"}, "rerun_s must be a number"),
         ([1, 2], "expected a JSON object"),
     ],
 )
@@ -323,3 +324,11 @@ def test_a_bulk_ingest_that_fails_leaves_the_map_and_its_indexes_as_they_were(tm
     with pytest.raises(sqlite3.IntegrityError):  # generic is NOT NULL: the last insert fails
         opmap.store(broken)
     assert _dump(opmap) == before
+
+
+@pytest.mark.parametrize("rerun_s", [None, 0.25])
+def test_a_records_rerun_time_round_trips_and_is_left_out_when_none(rerun_s: float | None) -> None:
+    record = OpRecord("t.py::A::b", "A::b", "captured", outcome="failed", rerun_s=rerun_s)
+    line = record.to_json()
+    assert ("rerun_s" in json.loads(line)) is (rerun_s is not None)
+    assert OpRecord.from_json(json.loads(line), Location("t.jsonl", 1)) == record
