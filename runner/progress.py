@@ -15,7 +15,7 @@ from typing import Protocol
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from testcurator.runner.ticker import EVERY_S, Ticker, progress_line
+from testcurator.runner.ticker import EVERY_S, FirstCount, Ticker, progress_line
 from testcurator.vocab import OUTCOMES
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "crashed": "magenta", "timeout": "magenta"}
@@ -127,16 +127,19 @@ class LineProgress:
         self.counts: Mapping[str, int] = {}
         self._ticker: Ticker | None = None
         self._depth = 0
+        self._first = FirstCount()
 
     def phase(self, label: str, total: int | None) -> None:
         self.name, self.total, self.done = label, total, 0
+        self._first = FirstCount()  # a new phase's rate is its own
 
     def update(self, done: int, counts: Mapping[str, int], total: int | None = None) -> None:
         self.done, self.total, self.counts = done, max(done, total or 0, self.total or 0) or None, dict(counts)
 
     def line(self, elapsed: float) -> str:
         name = phase_name(self.name, self.done, self.total)
-        text = progress_line(f"{self.label}: {name}", "tests", self.done if self.total else None, self.total, elapsed)
+        done = self.done if self.total else None
+        text = progress_line(f"{self.label}: {name}", "tests", done, self.total, elapsed, self._first.see(elapsed, done))
         failing = format_counts({k: v for k, v in self.counts.items() if k != "passed"})
         return text + (f"; {failing}" if failing != "-" else "")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from testcurator.runner.progress import LineProgress
-from testcurator.runner.ticker import LineCounter, Ticker, duration, progress_line
+from testcurator.runner.ticker import FirstCount, LineCounter, Ticker, duration, progress_line
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(9.4, "9s"), (106, "1m46s"), (7380, "2h03m")])
@@ -25,6 +25,21 @@ def test_duration(seconds: float, text: str) -> None:
 ])
 def test_progress_line(done: int | None, total: int | None, elapsed: float, line: str) -> None:
     assert progress_line("capture", "instances", done, total, elapsed) == line
+
+
+@pytest.mark.parametrize(("polls", "line"), [
+    # 10 s of start-up, then 30/s: the rate is taken from the first count on
+    ([(5.0, 0), (10.0, 100), (20.0, 400)], "capture: 400/2307 instances (17%), 30.0/s, about 1m04s left"),
+    # the first count itself has nothing to measure from: the whole time so far
+    ([(5.0, 0), (10.0, 100)], "capture: 100/2307 instances (4%), 10.0/s, about 3m41s left"),
+    # nothing more done since: the whole time so far, not a division by zero
+    ([(10.0, 100), (20.0, 100)], "capture: 100/2307 instances (4%), 5.0/s, about 7m21s left"),
+])
+def test_the_rate_leaves_out_the_start_up(polls: list[tuple[float, int]], line: str) -> None:
+    first = FirstCount()
+    for elapsed, done in polls:
+        since = first.see(elapsed, done)
+    assert progress_line("capture", "instances", done, 2307, elapsed, since) == line
 
 
 def test_a_ticker_speaks_while_the_block_runs_and_stops_after() -> None:
