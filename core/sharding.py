@@ -98,8 +98,9 @@ def estimate(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, fl
 
 
 def slowest_first(files: Sequence[str], known: Mapping[str, float], root: Path | None = None) -> list[str]:
-    """``files`` (paths, or node ids relative to ``root``) with the files whose slowest known
-    test is slowest first; stable, and a file with no known duration goes first (it may be slow).
+    """``files`` with the files whose slowest known test is slowest first; stable, and a file
+    with no known duration goes first (it may be slow). ``known`` is keyed by node ids relative
+    to the tree's root; an absolute path is read relative to ``root``.
 
     Workers idle at the end of a run while the other one finishes its last tests: two threaded
     upstream tests of test_weak.py (6 s each), last in the collection, kept one worker alone
