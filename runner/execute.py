@@ -313,7 +313,7 @@ def _slowest_first(spec: RunSpec, targets: Sequence[str]) -> list[str]:
     """The files whose slowest test is slowest first, by the durations the run was given (so
     no worker idles alone at the end: core/sharding.py ``slowest_first``)."""
     known = read_test_durations(spec.durations) if spec.durations is not None else {}
-    return slowest_first(targets, known, spec.cwd) if known else list(targets)
+    return slowest_first(targets, known, spec.cwd)
 
 
 def _settled(spec: RunSpec, key: str, record: TestRecord) -> bool:
