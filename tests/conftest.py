@@ -16,6 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 # No test may reach the network; the embedding model is loaded from its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The example backend's build is cached under ~/.cache; pytester points HOME at each test's
+# own folder, so a pytest it starts would compile the extension again (~30 s a test).
+os.environ.setdefault("TESTCURATOR_BACKEND_BUILD_DIR", str(Path.home() / ".cache" / "testcurator"))
 
 # pytester's in-process runs drop modules first imported inside them; re-importing
 # torch's testing internals (and hypothesis, which they import) in one process segfaults
