@@ -188,7 +188,8 @@ ALLOW_OUTSIDE_ROOT = _opt("--allow-outside-root",
 
 # --- how to run -------------------------------------------------------------------------------
 WORKERS = _opt("-n", "--workers", metavar="N", min=1,
-               help="Parallel worker processes: pytest-xdist workers where tests run (memory build: parser processes).")
+               help="Parallel worker processes: pytest-xdist workers where tests run (memory build: parser processes; "
+                    "the probe: replay processes).")
 TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
                help="Per-test limit: a test running longer is killed and recorded as timeout (0: no limit).")
 RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")

@@ -58,9 +58,11 @@ class ProbeTarget:
 
 
 def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,
-              tests: Collection[TestKey] | None = None, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Probe the calls not yet in the table (of ``only``, when given); figures for the report
-    (and ``evidence_out``, for ``tests`` when given: a delta run's)."""
+              tests: Collection[TestKey] | None = None, workers: int = 1,
+              say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Probe the calls not yet in the table (of ``only``, when given) in ``workers`` processes
+    at once; figures for the report (and ``evidence_out``, for ``tests`` when given: a delta
+    run's)."""
     opmap = OpMap(target.state_dir)
     try:
         calls = opmap.calls()
@@ -76,7 +78,8 @@ def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Co
                 say(f"probe: replaying {len(todo)} call(s) on {target.profile.device.torch_name} "
                     f"({len(calls) - len(todo)} known from an earlier probe)")
                 spec = ProbeSpec(device=target.profile.device.torch_name, backend=target.profile.backend_module,
-                                 env=target.profile.test_env(target.profile_path), cwd=target.profile_path.parent)
+                                 env=target.profile.test_env(target.profile_path), cwd=target.profile_path.parent,
+                                 workers=workers)
                 with Ticker(lambda t: f"probe: replaying {len(todo)} call(s): {duration(t)} so far", say):
                     table.store(probe_calls(todo, spec, say))
             seconds = time.perf_counter() - started

@@ -8,15 +8,16 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command
-from testcurator.cli.options import BackendReq, Format, StateDir
+from testcurator.cli.options import BackendReq, Format, StateDir, Workers
 from testcurator.memory.paths import resolve_state_dir
 
 SHOWN = 40
 
 
-def probe_cmd(backend: BackendReq, state_dir: StateDir = None, fmt: Format = "text") -> None:
+def probe_cmd(backend: BackendReq, state_dir: StateDir = None, workers: Workers = 1, fmt: Format = "text") -> None:
     """Replay, on the backend's device, every distinct aten call (op overload x input dtypes) the
-    CPU op capture recorded, a subprocess per batch, and keep the capability table in memory.
+    CPU op capture recorded, a subprocess per batch (`-n` of them at once), and keep the
+    capability table in memory.
 
     The calls come from the op map (`testcurator run`, or `testcurator ops ingest FILE`); calls
     already probed for the same backend and torch version are reused, not replayed.
@@ -25,7 +26,7 @@ def probe_cmd(backend: BackendReq, state_dir: StateDir = None, fmt: Format = "te
 
     err = Console(stderr=True, highlight=False)
     target = ProbeTarget.load(backend, resolve_state_dir(state_dir))
-    figures = run_probe(target, say=lambda line: err.print(line, markup=False))
+    figures = run_probe(target, workers=workers or 1, say=lambda line: err.print(line, markup=False))
     with target.table() as table:
         gaps = sorted(table.gaps().values(), key=lambda r: (r.status, r.call))
     if fmt == "json":

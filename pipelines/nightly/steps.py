@@ -49,7 +49,8 @@ def probe(ctx: RunContext, store: RunStore) -> dict[str, Any]:
     """Replay the captured calls on the device (new ones only); the findings per test go to
     ``probe_evidence.json`` for the bucket stage and the draft."""
     target = ProbeTarget(ctx.profile, ctx.profile_path, ctx.state_dir)
-    return run_probe(target, evidence_out=store.path(PROBE_EVIDENCE), tests=ctx.only_tests, say=ctx.say)
+    return run_probe(target, evidence_out=store.path(PROBE_EVIDENCE), tests=ctx.only_tests, workers=ctx.workers,
+                     say=ctx.say)
 
 
 def count_modes(store: RunStore, stage: str, files: Sequence[str]) -> str:

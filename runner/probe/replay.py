@@ -1,7 +1,9 @@
 """Replay captured calls on the device, a subprocess per batch (runner/probe/replay_worker.py).
 
 :func:`probe_calls` splits the calls into batches and runs each in a fresh
-``python -m testcurator.runner.probe.replay_worker``. A call that kills the process (a segfault, an
+``python -m testcurator.runner.probe.replay_worker``, ``workers`` of them at once (each
+start imports torch and the backend: seconds a process, which two processes pay side by
+side). A call that kills the process (a segfault, an
 abort) or hangs past ``call_timeout`` is the one that was started and has no result: it is
 ``crash`` (the process's exit or the hang, and its output's tail, as the error), and the
 batch's remaining calls go on in a new process. A worker that dies before replaying anything
@@ -15,7 +17,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +58,7 @@ class ProbeSpec:
     cwd: Path
     call_timeout: float = CALL_TIMEOUT
     batch: int = BATCH
+    workers: int = 1  # worker processes at once
 
 
 def probe_calls(calls: Mapping[str, str | None], spec: ProbeSpec,
@@ -61,17 +66,83 @@ def probe_calls(calls: Mapping[str, str | None], spec: ProbeSpec,
     """A result per call of ``calls`` (key -> example; None: ``not_probed``), in key order."""
     results = {k: ProbeResult(k, "not_probed", NO_EXAMPLE)
                for k, v in calls.items() if v is None}
-    todo = [(k, v) for k, v in sorted(calls.items()) if v is not None]
+    todo = deque((k, v) for k, v in sorted(calls.items()) if v is not None)
+    workers = max(1, min(spec.workers, len(todo)))
+    # Equal shares, so that the processes start together and end together.
+    size = max(1, min(spec.batch, -(-len(todo) // workers)))
+    queue = BatchQueue(todo, size)
     with TemporaryDirectory(prefix="testcurator-probe-") as tmp:
-        runs = 0
-        while todo:
-            batch, todo = todo[: spec.batch], todo[spec.batch:]
-            runs += 1
-            done, left = _run_batch(batch, spec, Path(tmp), runs)
-            results.update({r.call: r for r in done})
-            todo = left + todo
-            say(f"probe: {len(results)} of {len(calls)} calls")
+
+        def work() -> None:
+            while (taken := queue.take()) is not None:
+                n, batch = taken
+                try:
+                    done, left = _run_batch(batch, spec, Path(tmp), n)
+                except BaseException:
+                    queue.fail()  # the others stop after their batch
+                    raise
+                with queue.lock:
+                    results.update({r.call: r for r in done})
+                    count = len(results)
+                queue.put_back(left)
+                say(f"probe: {count} of {len(calls)} calls")
+
+        _run_threads(work, workers)
     return [results[k] for k in sorted(results)]
+
+
+class BatchQueue:
+    """The calls still to replay, handed out a batch at a time. A batch cut short by a crash
+    puts the calls it did not reach back in front; a worker waits while another's batch is
+    out, for what that one may put back."""
+
+    def __init__(self, todo: deque[tuple[str, str]], size: int) -> None:
+        self.todo, self.size, self.out, self.runs, self.failed = todo, size, 0, 0, False
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+
+    def take(self) -> tuple[int, list[tuple[str, str]]] | None:
+        with self.changed:
+            while not self.todo and self.out and not self.failed:
+                self.changed.wait()
+            if not self.todo or self.failed:
+                return None
+            batch = [self.todo.popleft() for _ in range(min(self.size, len(self.todo)))]
+            self.out += 1
+            self.runs += 1
+            return self.runs, batch
+
+    def put_back(self, left: list[tuple[str, str]]) -> None:
+        with self.changed:
+            self.todo.extendleft(reversed(left))
+            self.out -= 1
+            self.changed.notify_all()
+
+    def fail(self) -> None:
+        with self.changed:
+            self.failed = True
+            self.out -= 1
+            self.changed.notify_all()
+
+
+def _run_threads(work: Callable[[], None], workers: int) -> None:
+    """``work`` in ``workers`` threads; the first error (a worker that did not start) is raised
+    once all have stopped."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as error:  # re-raised below, in the caller's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, name=f"probe-{i}", daemon=True) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _run_batch(batch: Sequence[tuple[str, str]], spec: ProbeSpec, tmp: Path,
@@ -80,6 +151,10 @@ def _run_batch(batch: Sequence[tuple[str, str]], spec: ProbeSpec, tmp: Path,
     src, out, log = tmp / f"in-{n}.json", tmp / f"out-{n}.jsonl", tmp / f"log-{n}.txt"
     src.write_text(json.dumps({"device": spec.device, "backend": spec.backend, "calls": list(batch)}), "utf-8")
     env = {**os.environ, **spec.env}
+    if spec.workers > 1:
+        # Each process would start a thread per core for torch's intra-op work: side by side they
+        # fought over the cores (the calls' own time doubled, 3.4 -> 6 to 8 s on the corpus).
+        env.setdefault("OMP_NUM_THREADS", "1")
     with log.open("w", encoding="utf-8") as handle:
         proc = subprocess.Popen([sys.executable, "-m", "testcurator.runner.probe.replay_worker", str(src), str(out)],
                                 cwd=spec.cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)

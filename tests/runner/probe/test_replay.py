@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 
 from testcurator.errors import ExecutionError
 from testcurator.plugin.callspec import call_key, example, raise_call
-from testcurator.runner.probe.replay import ProbeSpec, probe_calls
+from testcurator.runner.probe.replay import ProbeSpec, BatchQueue, probe_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 BACKEND_DIR = ROOT / "examples" / "backend"
@@ -58,6 +59,7 @@ def test_partial_fallback_backend_is_probed_per_op_and_dtype() -> None:
     assert "aten::sort.values_stable" in results["aten::sort.values_stable(float32,int64,float32)"].error
 
 
+@pytest.mark.slow
 def test_crashing_and_hanging_kernels_are_contained_and_the_batch_goes_on() -> None:
     x = torch.randn(5)
     calls = dict([
@@ -68,8 +70,10 @@ def test_crashing_and_hanging_kernels_are_contained_and_the_batch_goes_on() -> N
         _call("aten::abs", x),
         _call("aten::exp", x),
     ])
-    spec = _spec("crashdev_backend:setup", [CRASHDEV, BACKEND_DIR], call_timeout=5.0, batch=3)
+    # Two worker processes at once: the crash in one puts the calls it did not reach back.
+    spec = _spec("crashdev_backend:setup", [CRASHDEV, BACKEND_DIR], call_timeout=5.0, batch=3, workers=2)
     results = {r.call: r for r in probe_calls(calls, spec)}
+    assert len(results) == len(calls)
     assert results["aten::flip(float32)"].status == "crash"
     assert "SIGABRT" in results["aten::flip(float32)"].error
     assert results["aten::roll(float32)"].status == "crash"
@@ -79,6 +83,25 @@ def test_crashing_and_hanging_kernels_are_contained_and_the_batch_goes_on() -> N
     # The calls after the crash and the hang, in the same batches, still ran.
     assert {results[k].status for k in ("aten::add.Tensor(float32,float32)", "aten::abs(float32)",
                                          "aten::exp(float32)")} == {"works"}
+
+
+def test_batches_are_handed_out_in_order_and_what_a_crash_left_comes_back_first() -> None:
+    calls = [(f"c{i}", "x") for i in range(5)]
+    queue = BatchQueue(deque(calls), size=2)
+    assert queue.take() == (1, calls[0:2])
+    assert queue.take() == (2, calls[2:4])
+    queue.put_back([calls[1]])  # batch 1 crashed on c0: c1 was not reached
+    assert queue.take() == (3, [calls[1], calls[4]])
+    queue.put_back([])
+    queue.put_back([])
+    assert queue.take() is None  # nothing left and no batch out
+
+
+def test_a_failed_worker_stops_the_others_after_their_batch() -> None:
+    queue = BatchQueue(deque([("c0", "x"), ("c1", "x")]), size=1)
+    assert queue.take() == (1, [("c0", "x")])
+    queue.fail()
+    assert queue.take() is None
 
 
 def test_a_backend_that_does_not_import_is_a_setup_error_not_a_finding() -> None:
@@ -114,6 +137,7 @@ STORAGE_AND_PIN = [
 
 
 @pytest.mark.parametrize("backend,device,expected", STORAGE_AND_PIN, ids=["curatedev", "pinning backend", "cpu"])
+@pytest.mark.slow
 def test_storage_moves_and_pinning_are_probed_where_they_happen(backend: str | None, device: str,
                                                                expected: dict[str, str]) -> None:
     calls = {k: v for k, v in _storage_and_pin_calls().items() if k in expected}
@@ -160,6 +184,7 @@ def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
     ("nn.LeakyReLU", "not_probed"),  # leaky_relu is missing, but CPU's run calls it: its own calls decide
     ("nn.Sequential", "not_probed"),  # module_db has no ModuleInfo to build it from
 ])
+@pytest.mark.slow
 def test_a_module_call_is_built_from_its_moduleinfo_and_run_on_the_device(module: str, status: str) -> None:
     key = f"module::{module}(float32)"
     calls = {key: json.dumps({"module": module, "dtype": "float32"})}
