@@ -72,3 +72,13 @@ def write_labelled_tree() -> Callable[[Path], Path]:
         return root / "curate.yaml"
 
     return write
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with the most ``slow`` tests first, the rest in their order: under
+    ``--dist loadfile`` each module goes whole to the next free worker, so the long
+    end-to-end modules start at once and the short ones fill the end."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[item.nodeid.split("::")[0]] = slow.get(item.nodeid.split("::")[0], 0) + bool(item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.nodeid.split("::")[0]])

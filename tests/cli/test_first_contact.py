@@ -86,6 +86,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("line", "what"), BAD, ids=[b[0].replace(str(ROOT), "") for b in BAD])
+@pytest.mark.slow
 def test_bad_command_line_exits_2_in_a_few_lines(line: str, what: str, workdir: Path, tmp_path: Path) -> None:
     ro = unwritable_folder(tmp_path)
     before = sorted(p.name for p in workdir.iterdir())

@@ -121,6 +121,7 @@ def legs(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_legs_run_one_after_another_in_one_state_dir_partition_exactly(legs: Path) -> None:
     whole = instances(legs / "whole")
     parts = [instances(legs / f"leg{k}") for k in (1, 2, 3)]
@@ -158,6 +159,7 @@ def test_a_merge_that_misses_a_leg_exits_3_naming_what_is_missing(legs: Path) ->
     assert not (legs / "partial" / "results.jsonl").exists()  # a merge that does not partition writes nothing
 
 
+@pytest.mark.slow
 def test_a_merge_of_overlapping_legs_exits_3_naming_the_overlap(tree: Path, legs: Path) -> None:
     # Leg 2 again, split by other durations: one test said to take 100 s, the rest 10 ms.
     skewed = legs / "skewed.json"

@@ -60,6 +60,7 @@ def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 
 
 @pytest.mark.parametrize(("line", "what", "usage"), BAD, ids=[b[0] for b in BAD])
+@pytest.mark.slow
 def test_bad_command_line_exits_2_with_two_lines(line: str, what: str, usage: str, tmp_path: Path) -> None:
     proc = run(line.split(), tmp_path)
     lines = proc.stderr.splitlines()

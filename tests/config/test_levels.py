@@ -107,6 +107,7 @@ def test_cli_levels(tree: tuple[Path, Path], capsys: pytest.CaptureFixture[str])
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_level_3_collects_and_clears_what_only_collection_sees(tree: tuple[Path, Path],
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     root, config = tree
@@ -117,6 +118,7 @@ def test_level_3_collects_and_clears_what_only_collection_sees(tree: tuple[Path,
     assert "note: test_view_ops.py: dtype float16 of the edit on TestOldViewOps::test_view_as_real has no instance here" in err
 
 
+@pytest.mark.slow
 def test_level_3_reports_a_file_that_does_not_collect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "test_skew.py").write_text("from torch.testing._internal.common_device_type import onlyOnCPUAndCUDA\n")
@@ -152,6 +154,7 @@ PAIRS = textwrap.dedent(
 
 
 @pytest.mark.parametrize(("excluded", "noted"), [("float64", False), ("int64", False), ("int8", True)])
+@pytest.mark.slow
 def test_level_3_reads_each_member_of_a_dtype_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str], excluded: str,
                                                    noted: bool) -> None:
     """Upstream test_segment_reductions: its pairs' members were noted as absent."""

@@ -245,6 +245,7 @@ def junit_outcomes(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.slow
 def test_device_generic_tests_instantiate_and_follow_allowlists(
     tmp_path: Path, workers: list[str]
 ) -> None:

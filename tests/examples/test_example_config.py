@@ -20,6 +20,7 @@ def run() -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=TREE, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_curated_example_is_green_with_exact_expectations(run: subprocess.CompletedProcess[str]) -> None:
     assert run.returncode == 0, run.stdout[-3000:]
     summary = run.stdout.strip().splitlines()[-1]

@@ -201,6 +201,7 @@ def _config_modes(config: dict[str, Any]) -> dict[tuple[str, str], str]:
     return modes
 
 
+@pytest.mark.slow
 def test_collect_only_lists_what_the_recorder_saw(collected: dict[str, Any]) -> None:
     assert sorted(collected["stdout_ids"]) == sorted(collected["items"])
     per_file = Counter(rec["path"] for rec in collected["items"].values())
@@ -267,6 +268,7 @@ def test_one_instance_per_declared_pair(collected: dict[str, Any], path: str, ki
     assert actual == expected
 
 
+@pytest.mark.slow
 def test_cuda_only_file_only_skips_on_cpu(collected: dict[str, Any], ran: dict[str, Any]) -> None:
     ids = [n for n, r in collected["items"].items() if r["path"] == "test/test_cuda_only.py"]
     assert ids

@@ -66,6 +66,7 @@ def _tree(tmp_path: Path) -> Path:
     return tree
 
 
+@pytest.mark.slow
 def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) -> None:
     tree = _tree(tmp_path)
     state = tmp_path / "state"
@@ -89,6 +90,7 @@ def test_the_capture_runs_what_can_matter_and_projects_the_rest(tmp_path: Path) 
     assert read_evidence(tmp_path / "run2" / stage.EVIDENCE)[TestKey.of(FILE, "TestEverywhere::test_add")] == add
 
 
+@pytest.mark.slow
 def test_a_budgeted_capture_reruns_nothing_when_nothing_changed(tmp_path: Path) -> None:
     # A budget for one instance at the fixed estimate: the first run times what it captured, and
     # the second must buy the same instance with the same budget (learned times bought others,
@@ -114,6 +116,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_a_first_capture_runs_the_file_with_the_fewest_kept_instances_first(tmp_path: Path) -> None:
     # No durations known yet: test_zz_single.py (1 kept instance) runs before
     # test_capture_pick.py (2), although the order given is the other way round.
@@ -160,6 +163,7 @@ if __name__ == "__main__":
 MODAL_FILE = "test/test_capture_modal.py"
 
 
+@pytest.mark.slow
 def test_a_failure_only_under_the_dispatch_mode_is_not_a_cpu_failure(tmp_path: Path) -> None:
     tree = _tree(tmp_path)
     (tree / MODAL_FILE).write_text(MODAL, encoding="utf-8")
@@ -211,6 +215,7 @@ LATER = '''
 
 
 @pytest.mark.parametrize(("later", "cached"), [("", True), (LATER, False)], ids=["dies last", "dies before another"])
+@pytest.mark.slow
 def test_a_file_whose_only_missing_instances_killed_their_process_is_cached(tmp_path: Path, later: str,
                                                                             cached: bool) -> None:
     # An instance that killed its process kills it again: captured again every night, it cost

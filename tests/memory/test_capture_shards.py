@@ -181,6 +181,7 @@ def test_the_scan_reads_outcomes_durations_and_stops_at_a_cut_line(tmp_path: Pat
     assert scan.clean(1)
 
 
+@pytest.mark.slow
 def test_a_capture_goes_on_past_xdists_default_limit_of_dead_workers(tmp_path: Path) -> None:
     # xdist stops scheduling after 4 dead workers per worker: holdout test_modules' gradchecks
     # that the capture's timeout killed left the file's last 272 kept instances unrun.

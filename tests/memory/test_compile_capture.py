@@ -53,6 +53,7 @@ def records(path: Path) -> dict[tuple[str, str], dict]:
     return out
 
 
+@pytest.mark.slow
 def test_compiled_graphs_are_recorded_as_compile_source(pytester: pytest.Pytester, tmp_path: Path) -> None:
     pytester.makepyfile(test_comp=COMPILED_TESTS)
     result = pytester.runpytest_subprocess("--curate-capture-ops", "ops.jsonl", "-p", "no:cacheprovider")
@@ -83,6 +84,7 @@ def test_compiled_graphs_are_recorded_as_compile_source(pytester: pytest.Pyteste
     assert using == {"test_comp.py::TestComp::test_silu"} and as_opinfo == set()
 
 
+@pytest.mark.slow
 def test_plain_capture_records_outcomes_only(pytester: pytest.Pytester) -> None:
     # --curate-capture-plain confirms a failure seen under capture: neither the dispatch mode nor
     # the recording backend (which runs a compiled graph as aot_eager: upstream test_content_store's
@@ -119,6 +121,7 @@ def test_own_backend():
 '''
 
 
+@pytest.mark.slow
 def test_the_plain_rerun_of_a_failure_compiles_afresh(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_own=OWN_BACKEND)
     result = pytester.runpytest_subprocess("--curate-capture-ops", "ops.jsonl", "--curate-capture-confirm",

@@ -62,6 +62,7 @@ def _pytest_counts(root: Path) -> Counter[str]:
     return counts
 
 
+@pytest.mark.slow
 def test_collected_instances_match_pytest_collect_only(built: tuple[Path, Path, dict], capsys: pytest.CaptureFixture[str]) -> None:
     root, state, _ = built
     expected = _pytest_counts(root)

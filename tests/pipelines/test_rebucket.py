@@ -66,6 +66,7 @@ def refined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
     return root, cfg, rc
 
 
+@pytest.mark.slow
 def test_refine_rewrites_only_what_execution_contradicts(refined: tuple[Path, Path, int]) -> None:
     root, cfg, rc = refined
     assert rc == 0

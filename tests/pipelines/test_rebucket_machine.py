@@ -119,6 +119,7 @@ def test_sidecar_follows_the_promotion(refined: Path) -> None:
 
 
 @pytest.mark.parametrize("sidecar", ["{not json", None], ids=["corrupt", "missing"])
+@pytest.mark.slow
 def test_without_sidecar_every_entry_is_a_persons(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    sidecar: str | None) -> None:
     configs = _tree(tmp_path)

@@ -84,6 +84,7 @@ def refined(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_runner_records_carry_params(refined: Path) -> None:
     records = [json.loads(line) for line in (refined / "draft" / "results.jsonl").read_text().splitlines()]
     by_name = {r["nodeid"].rsplit("::", 1)[1]: r for r in records}
@@ -117,6 +118,7 @@ def test_review_shows_the_exclusion(refined: Path) -> None:
     assert "shape=0" in text and "reduction=prod" in text, text[-2000:]
 
 
+@pytest.mark.slow
 def test_refined_config_runs_the_rest_green(refined: Path) -> None:
     proc = _exec(refined, "after")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

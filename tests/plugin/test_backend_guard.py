@@ -41,6 +41,7 @@ instantiate_device_type_tests(TestOnDevice, globals(), only_for=("curatedev",))
 """
 
 
+@pytest.mark.slow
 def test_the_device_module_is_put_back_after_a_test_removes_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_a_unregisters=UNREGISTERS, test_b_device=DEVICE)
     result = pytester.runpytest_subprocess("--curate-backend", str(BACKEND), "-p", "no:cacheprovider", "-q")

@@ -204,6 +204,7 @@ def test_ini_key_enables_plugin(generic_file: pytest.Pytester) -> None:
     result.assert_outcomes(skipped=18)
 
 
+@pytest.mark.slow
 def test_xdist_gives_same_outcomes(generic_file: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     tests = """

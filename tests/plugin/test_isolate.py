@@ -69,6 +69,7 @@ def test_without_the_option_the_crash_takes_the_process(pytester: pytest.Pyteste
 
 
 @pytest.mark.parametrize("value", ["all", "float64,complex128"])
+@pytest.mark.slow
 def test_isolated_tests_report_every_outcome(pytester: pytest.Pytester, value: str) -> None:
     pytester.makepyfile(test_crashy=CRASHY.replace("os.kill(os.getpid(), signal.SIGSEGV)", "self.skipTest('no')"))
     result = pytester.runpytest_subprocess(*QUIET, f"--curate-isolate={value}", "--junitxml=out.xml")
@@ -107,6 +108,7 @@ instantiate_device_type_tests(TestSecond, globals(), only_for="cpu")
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "1")])
+@pytest.mark.slow
 def test_an_isolated_test_starts_from_the_session_as_collected(pytester: pytest.Pytester,
                                                                workers: tuple[str, ...]) -> None:
     pytester.makepyfile(test_zygote=ZYGOTE)
@@ -153,6 +155,7 @@ def test_a_test_whose_zygote_ended_under_it_runs_again_forked_from_the_process(p
     assert (pytester.path / "zygote-killed").exists()
 
 
+@pytest.mark.slow
 def test_the_runner_records_a_crash_and_runs_the_rest_in_the_same_process(tmp_path: Path) -> None:
     (tmp_path / "test_crashy.py").write_text(CRASHY)
     spec = RunSpec(out_dir=tmp_path / "out", paths=(str(tmp_path / "test_crashy.py"),), rootdir=tmp_path,
@@ -167,6 +170,7 @@ def test_the_runner_records_a_crash_and_runs_the_rest_in_the_same_process(tmp_pa
     assert len(result.invocations) == 1  # no worker died: no second pytest for the rest
 
 
+@pytest.mark.slow
 def test_an_isolated_test_that_hangs_times_out_alone(tmp_path: Path) -> None:
     (tmp_path / "test_crashy.py").write_text(CRASHY.replace("os.kill(os.getpid(), signal.SIGSEGV)",
                                                             "import time; time.sleep(120)"))

@@ -23,6 +23,7 @@ def test_passes(noisy):
 
 @pytest.mark.parametrize(("events", "workers"), [(True, 0), (True, 2), (False, 0)],
                          ids=["our-run", "our-run-xdist", "plain-pytest"])
+@pytest.mark.slow
 def test_failure_summary_prints_each_teardown_section_once(pytester: pytest.Pytester, events: bool,
                                                            workers: int) -> None:
     pytester.makepyfile(test_sum=TESTS)

@@ -101,6 +101,7 @@ def _run(tmp_path: Path, path: Path, **kwargs: object) -> dict[str, TestRecord]:
     return execute(spec).by_nodeid
 
 
+@pytest.mark.slow
 def test_crashes_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     path = _write(tmp_path, "test_crashes.py", CRASHES)
     got = _run(tmp_path, path, timeout=60, retries=0)
@@ -122,6 +123,7 @@ def test_crashes_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     assert len(manifest["pytest_commands"]) == 4  # one process per death, plus the first
 
 
+@pytest.mark.slow
 def test_hang_is_a_timeout_and_the_rest_runs(tmp_path: Path) -> None:
     path = _write(tmp_path, "test_hang.py", HANG)
     started = time.monotonic()
@@ -134,6 +136,7 @@ def test_hang_is_a_timeout_and_the_rest_runs(tmp_path: Path) -> None:
     assert got["test_hang.py::test_after"].outcome == "passed"
 
 
+@pytest.mark.slow
 def test_retries_tell_flaky_from_consistent(tmp_path: Path) -> None:
     path = _write(tmp_path, "test_flaky.py", FLAKY)
     got = _run(tmp_path, path, timeout=60, retries=2)
@@ -274,6 +277,7 @@ def test_wrong():
 '''
 
 
+@pytest.mark.slow
 def test_a_missing_kernel_is_not_retried(tmp_path: Path) -> None:
     path = _write(tmp_path, "test_missing.py", MISSING_KERNEL)
     got = _run(tmp_path, path, timeout=60, retries=2)
@@ -282,6 +286,7 @@ def test_a_missing_kernel_is_not_retried(tmp_path: Path) -> None:
     assert (wrong.outcome, wrong.attempts) == ("failed", 3)  # anything else is still retried
 
 
+@pytest.mark.slow
 def test_a_test_known_to_fail_on_cpu_too_is_not_retried(tmp_path: Path) -> None:
     # The pipeline passes the tests its CPU capture saw fail (upstream test_testing's
     # OpInfoSampleFunctions: 1,162 instances that fail the same way on every device).

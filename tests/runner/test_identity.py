@@ -80,6 +80,7 @@ def test_instance_key(key: str, generic: str | None, expected: str) -> None:
     assert instance_key(key, generic) == expected
 
 
+@pytest.mark.slow
 def test_reruns_find_tests_whose_class_another_process_named_otherwise(tmp_path: Path) -> None:
     root = _tree(tmp_path / "tree", conftest=True)
     spec = RunSpec(out_dir=tmp_path / "out", paths=(str(root),), rootdir=root, device="curatedev",
@@ -103,6 +104,7 @@ def test_reruns_find_tests_whose_class_another_process_named_otherwise(tmp_path:
     assert "TestBetaPRIVATEUSE1::" in rerun_events
 
 
+@pytest.mark.slow
 def test_curate_backend_names_every_class_after_the_backend(tmp_path: Path) -> None:
     root = _tree(tmp_path / "tree", conftest=False)
     spec = RunSpec(out_dir=tmp_path / "out", paths=(str(root / "test_second.py"), str(root / "test_first.py")),

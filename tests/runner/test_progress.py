@@ -85,6 +85,7 @@ def test_a_real_run_reports_its_phases_in_order(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "results.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_the_total_stays_the_count_of_tests_after_a_crash(tmp_path: Path) -> None:
     # Instantiated classes give node ids (TestCrashCPU::...) unlike the instance keys
     # (TestCrash::...): the rerun after the crash must count its tests by key, once.

@@ -35,6 +35,7 @@ def models() -> tuple[Any, Any]:
 
 
 @pytest.mark.parametrize(("prompt", "schema"), [("bucket", BucketAnswer), ("scope", ScopeAnswer), ("bucket", ScopeAnswer)])
+@pytest.mark.slow
 def test_greedy_answers_are_the_stock_chains_token_for_token(models: tuple[Any, Any], prompt: str, schema: type,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from llama_cpp import LlamaGrammar

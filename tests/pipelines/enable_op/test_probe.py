@@ -64,6 +64,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("allowed, admitted, refused", CASES.values(), ids=CASES.keys())
+@pytest.mark.slow
 def test_the_table_refuses_what_the_device_still_lacks(setup: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
                                                        allowed: str | None, admitted: list[str],
                                                        refused: dict[str, str]) -> None:

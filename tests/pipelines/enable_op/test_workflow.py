@@ -199,6 +199,7 @@ ALLOWED = ("add,sub,mul,div,neg,abs,exp,log,sqrt,rsqrt,sin,cos,tanh,sigmoid,relu
            "addmm,bmm,eq,ne,lt,le,gt,ge,where,cat,isnan,bitwise_and,bitwise_or,all")
 
 
+@pytest.mark.slow
 def test_execute_keeps_what_passes(kit: ModuleType, setup: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """matmul enabled on curatedev by allowing dot and mv: test_out_argument's matmul variants
     pass; test_compare_cpu's float16 variant needs addmv too, so matmul stays excluded there."""

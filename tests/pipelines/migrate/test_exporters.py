@@ -106,6 +106,7 @@ def test_export_generic_without_torch_root(tmp_path: Path) -> None:
     assert list(json.loads(out.read_text())) == ["test_storage_error (__main__.TestFoo)"]
 
 
+@pytest.mark.slow
 def test_cli_export_instantiated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "torch"
     (root / "test").mkdir(parents=True)

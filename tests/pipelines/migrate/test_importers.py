@@ -87,6 +87,7 @@ def skip_list(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_collection_names_instances_generically(collected: list[CollectedTest]) -> None:
     by = {t.name: t for t in collected}
     assert by["test_op_mul_cpu_float64"].generic == "TestFoo::test_op"
@@ -263,6 +264,7 @@ def test_import_disabled_tests(torch_root: Path, collected: list[CollectedTest],
     assert [(o.name, [d.name for d in o.dtypes]) for o in entries["TestFoo::test_op"].edits.ops.exclude] == [("add", ["float64"])]
 
 
+@pytest.mark.slow
 def test_cli_import_skiplist_end_to_end(skip_list: Path, torch_root: Path, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     out, rep = tmp_path / "configs", tmp_path / "report.json"

@@ -123,6 +123,7 @@ def _rows(report: ImportReport) -> dict[str, object]:
     return {r.pattern: r for r in report.rows}
 
 
+@pytest.mark.slow
 def test_device_only_variants_are_placed_on_test_op_and_dtype(skip_list: Path, torch_root: Path,
                                                              collected: list[CollectedTest], tmp_path: Path) -> None:
     report = import_skip_list(skip_list, torch_root=torch_root, out_dir=tmp_path / "c", as_device="xpu",
@@ -206,6 +207,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_cli_a_file_that_does_not_load_is_reported_and_the_rest_imported(skip_list: Path, torch_root: Path,
                                                                          tmp_path: Path) -> None:
     out, rep = tmp_path / "configs", tmp_path / "report.json"

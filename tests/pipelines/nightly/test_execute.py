@@ -80,6 +80,7 @@ def reference(kit: ModuleType, tree: Tree) -> Done:
     return _done(kit, tree, "reference", kit.main(tree.args("reference")))
 
 
+@pytest.mark.slow
 def test_verification_has_no_mandatory_failure(reference: Done) -> None:
     verify = reference.report["verify"]
     assert verify is not None and verify["outcomes"].get("passed", 0) > 0
@@ -182,12 +183,14 @@ def resumed(kit: ModuleType, tree: Tree, killed: Killed) -> Done:
     return _done(kit, tree, "resumed", kit.main([*tree.args("resumed"), "--resume"]))
 
 
+@pytest.mark.slow
 def test_the_run_was_killed_mid_run(tree: Tree, killed: Killed) -> None:
     assert killed.returncode == -signal.SIGKILL
     assert "memory.json" in killed.stage_files and "bucket" in {f.split("/")[0] for f in killed.stage_files}
     assert not (tree.root / "out-resumed" / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_resume_ends_with_the_uninterrupted_configs(reference: Done, resumed: Done) -> None:
     assert resumed.configs == reference.configs
     assert resumed.report["totals"] == reference.report["totals"]
@@ -215,6 +218,7 @@ def test_report_judges_the_pre_execution_decisions(reference: Done) -> None:
     assert "| mandatory_success |" in reference.markdown
 
 
+@pytest.mark.slow
 def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: Done,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     before = reference.report["eval"]["sources"]["offline (this run)"]["total"]

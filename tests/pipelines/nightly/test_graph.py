@@ -107,6 +107,7 @@ def edited(kit: ModuleType, root: Path, rerun: Run) -> Edited:
 
 
 # --- the first run ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_configs_validate(kit: ModuleType, first: Run) -> None:
     assert first.configs, "no configs written"
     assert kit.main(["validate", str(first.saved), "--torch-root", str(first.tree)]) == 0
@@ -163,6 +164,7 @@ def test_scope_drops_what_the_profile_does_not_hook(first: Run) -> None:
 
 
 # --- unchanged rerun --------------------------------------------------------------------
+@pytest.mark.slow
 def test_unchanged_rerun_changes_no_byte(first: Run, rerun: Run) -> None:
     assert rerun.configs == first.configs
     assert rerun.report["emit"] == {"written": [], "kept_human": [], "conflicts": [], "pending": []}
@@ -170,6 +172,7 @@ def test_unchanged_rerun_changes_no_byte(first: Run, rerun: Run) -> None:
 
 
 # --- human edits --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_human_edits_survive_regeneration(edited: Edited) -> None:
     after = edited.after
     changed = after.entries[edited.changed]

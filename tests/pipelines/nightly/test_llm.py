@@ -93,6 +93,7 @@ def valid(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) -> t
     return first, first.again(kit, llm_server)
 
 
+@pytest.mark.slow
 def test_valid_answers_become_the_configs(kit: ModuleType, valid: tuple[LLMRun, LLMRun]) -> None:
     run = valid[0]
     assert run.rc == 0
@@ -138,6 +139,7 @@ def retried(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) ->
     return _run(kit, llm_server, small, "retried", "fake-retried")
 
 
+@pytest.mark.slow
 def test_transient_faults_are_retried_then_answered(retried: LLMRun) -> None:
     assert retried.rc == 0
     # scope: 429 + answer; batch 1: 500, malformed, answer; batch 2: answer.
@@ -161,6 +163,7 @@ def exhausted(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) 
     return _run(kit, llm_server, small, "exhausted", "fake-exhausted")
 
 
+@pytest.mark.slow
 def test_unanswered_batches_fall_back_to_offline(exhausted: LLMRun) -> None:
     assert exhausted.rc == 0
     assert exhausted.kinds == ["ScopeAnswer"] + ["BucketAnswer"] * 4
@@ -199,6 +202,7 @@ def railed(kit: ModuleType, llm_server: Any, small: Path, fast_client: None) -> 
     return first, first.again(kit, llm_server)
 
 
+@pytest.mark.slow
 def test_rails_reject_and_fall_back(kit: ModuleType, railed: tuple[LLMRun, LLMRun]) -> None:
     run = railed[0]
     assert run.rc == 0
@@ -270,6 +274,7 @@ def negotiated(kit: ModuleType, llm_server: Any, small: Path, fast_client: None)
     return run
 
 
+@pytest.mark.slow
 def test_a_refused_format_is_negotiated_down_not_fatal(kit: ModuleType, negotiated: LLMRun) -> None:
     run = negotiated
     assert run.rc == 0
@@ -321,6 +326,7 @@ def _summary(state: Path, test: str) -> tuple[str, str]:
     return stored.summary, stored.summary_author
 
 
+@pytest.mark.slow
 def test_llm_summaries_are_written_cached_embedded_and_shown(summarized: tuple[LLMRun, LLMRun, ModuleType],
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     first, again, kit = summarized

@@ -46,6 +46,7 @@ if __name__ == "__main__":
     ("1", 0, []),  # the default, as exec runs the suite
     ("0", 1, ["test/test_flaky.py::TestFlakyCURATEDEV::test_every_other_attempt_curatedev"]),
 ])
+@pytest.mark.slow
 def test_verification_retries_as_exec_does(kit: ModuleType, tmp_path: Path, retries: str, rc: int,
                                            failures: list[str]) -> None:
     tree = tmp_path / "upstream"

@@ -116,6 +116,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Chain:
     return Chain(root, tree, root / "out", root / "state", root / "toggle")
 
 
+@pytest.mark.slow
 def test_night_1_curates_and_holds(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = chain.night(capsys)
     assert code == 0, out
@@ -125,6 +126,7 @@ def test_night_1_curates_and_holds(chain: Chain, capsys: pytest.CaptureFixture[s
     assert "the standing configs" not in out  # nothing stood before the first night
 
 
+@pytest.mark.slow
 def test_night_2_without_tanh_is_red_names_the_regression_and_keeps_the_configs(chain: Chain,
                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     before = chain.configs()
@@ -158,6 +160,7 @@ def test_accepting_writes_the_demotion_with_its_reason(chain: Chain, capsys: pyt
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_night_3_with_tanh_back_names_the_fix_and_promotes(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = chain.night(capsys)
     assert code == 0, out
@@ -167,6 +170,7 @@ def test_night_3_with_tanh_back_names_the_fix_and_promotes(chain: Chain, capsys:
     assert chain.mode(TANH) == "mandatory_success"  # a fix flows: the strict xfail passed, it is promoted
 
 
+@pytest.mark.slow
 def test_night_4_with_nothing_changed_says_so_in_one_line(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     before = chain.configs()
     code, out = chain.night(capsys)
@@ -181,6 +185,7 @@ def test_night_4_with_nothing_changed_says_so_in_one_line(chain: Chain, capsys: 
     assert len(section) == 1 and section[0].startswith("- Nothing changed since run nightly-")
 
 
+@pytest.mark.slow
 def test_a_test_failing_one_night_of_three_is_flaky_and_keeps_its_mode(chain: Chain,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     before = chain.configs()
@@ -216,6 +221,7 @@ def test_history_shows_every_run_per_file_and_per_test(chain: Chain, capsys: pyt
     assert "history.html" in (chain.out / "report.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_two_runs_started_together_one_refuses_naming_the_other(chain: Chain, tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -51,6 +51,7 @@ def _runs(state: Path) -> list[str]:
     return sorted(p.name for p in (state / "runs").iterdir() if p.is_dir())
 
 
+@pytest.mark.slow
 def test_a_rerun_with_nothing_changed_runs_nothing_and_a_changed_config_runs_again(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree, out, state = tmp_path / "upstream", tmp_path / "out", tmp_path / "state"

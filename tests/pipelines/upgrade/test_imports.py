@@ -124,6 +124,7 @@ def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_full_run_curated_the_file_per_test(chain: Chain) -> None:
     assert names(chain.first, chain.old, A) == A_TESTS  # what the upgrade starts from
 
@@ -158,6 +159,7 @@ def test_a_file_that_imports_again_is_bucketed_like_any_other(chain: Chain) -> N
 
 
 
+@pytest.mark.slow
 def test_the_delta_runs_only_its_tests_instances_on_the_device(tmp_path: Path, kit: ModuleType,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # test_add_promotes changes; test_add_promotes_twice shares its prefix (``-k`` kept it).

@@ -131,6 +131,7 @@ def upgraded(kit: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield Upgraded(tree, new, old_configs, out, state, rc, data)
 
 
+@pytest.mark.slow
 def test_delta_classes(upgraded: Upgraded) -> None:
     assert upgraded.rc == 0
     d = upgraded.data
@@ -220,6 +221,7 @@ def test_bad_input_exits_2(upgraded: Upgraded, tmp_path: Path) -> None:
     assert _upgrade(upgraded.old_tree, upgraded.new_tree, tmp_path / "nope", backend, tmp_path / "o", tmp_path / "s") == 2
 
 
+@pytest.mark.slow
 def test_llm_is_asked_about_the_delta_only(kit: ModuleType, llm_server: Any, tmp_path: Path) -> None:
     tree, backend = kit.write_small_tree(tmp_path)
     state, first = tmp_path / "state", tmp_path / "first"

@@ -53,6 +53,7 @@ def pytest_xml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return xml
 
 
+@pytest.mark.slow
 def test_pytest_xml_from_upstream_style_tests(pytest_xml: Path) -> None:
     got = {r.nodeid: r for r in load_results([pytest_xml], known_tests={"TestIngest::test_wrapped"})}
     wrapped = got["test_ingest.py::TestIngestCPU::test_wrapped_neg_cpu_float32"]

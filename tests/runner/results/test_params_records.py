@@ -46,6 +46,7 @@ test_suite_config:
 PARAMS = (("reduction", "'mean'"), ("shape", "(0,)"))
 
 
+@pytest.mark.slow
 def test_plugin_junit_carries_params(tmp_path: Path) -> None:
     (tmp_path / "test_red.py").write_text(UPSTREAM)
     (tmp_path / "curate.yaml").write_text(CONFIG)

@@ -70,6 +70,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_ray_gives_the_local_results_and_configs_byte_for_byte(address: str, local: Path, tmp_path: Path) -> None:
     out = tmp_path / "ray"
     proc = run(exec_cmd(out, "--executor", "ray", "--shards", "2"), RAY_ADDRESS=address)
@@ -95,6 +96,7 @@ def _kill_a_running_shard(proc: subprocess.Popen[str], deadline_s: float = 600) 
     raise AssertionError("shard 1/2 never ran on a worker")
 
 
+@pytest.mark.slow
 def test_a_killed_worker_changes_nothing(address: str, local: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     env = dict(cluster_env(), RAY_ADDRESS=address)

@@ -95,6 +95,7 @@ def runs(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_three_shards_give_the_results_of_one_run(runs: Path) -> None:
     whole, sharded = outcomes(runs / "whole"), outcomes(runs / "sharded")
     assert len(whole) == 18 and whole == sharded
@@ -124,6 +125,7 @@ def test_refine_merges_shard_folders_losslessly(runs: Path) -> None:
     assert len((runs / "again" / "results.jsonl").read_text().splitlines()) == 18
 
 
+@pytest.mark.slow
 def test_one_shard_by_itself_is_the_same_shard(tree: Path, runs: Path) -> None:
     durations = runs / "fixed.json"
     known = dict.fromkeys(outcomes(runs / "whole"), 0.01)
@@ -158,6 +160,7 @@ def test_bad_shard_values_are_usage_errors(tree: Path, runs: Path) -> None:
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_shard_that_fails_twice_is_an_infrastructure_failure(tree: Path, tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     # pytest dies after collection, before any test: the runner cannot make progress.
@@ -187,6 +190,7 @@ def test_local_executor_retries_once() -> None:
     assert info.value.exit_code == 3
 
 
+@pytest.mark.slow
 def test_a_run_starts_the_file_with_the_slowest_known_test_first(tree: Path, runs: Path) -> None:
     # The config lists test_b.py (quick tests) first; the state of "whole" knows test_a.py's
     # 0.4 s test_slow, so the run starts with test_a.py. Without durations: the config's order.
