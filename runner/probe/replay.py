@@ -3,8 +3,8 @@
 :func:`probe_calls` splits the calls into batches and runs each in a fresh
 ``python -m testcurator.runner.probe.replay_worker``, ``workers`` of them at once (each
 start imports torch and the backend: seconds a process, which two processes pay side by
-side). A call that kills the process (a segfault, an
-abort) or hangs past ``call_timeout`` is the one that was started and has no result: it is
+side). A call that kills the process (a segfault, an abort) or hangs past
+``call_timeout`` is the one that was started and has no result: it is
 ``crash`` (the process's exit or the hang, and its output's tail, as the error), and the
 batch's remaining calls go on in a new process. A worker that dies before replaying anything
 (the backend does not import) is a setup error, not a finding about any call.
