@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -87,7 +88,11 @@ def probe_calls(calls: Mapping[str, str | None], spec: ProbeSpec,
                 queue.put_back(left)
                 say(f"probe: {count} of {len(calls)} calls")
 
-        _run_threads(work, workers)
+        # Each thread runs until the queue is done; an error (a worker that did not start) is
+        # raised here once every thread has stopped.
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe") as pool:
+            for future in [pool.submit(work) for _ in range(workers)]:
+                future.result()
     return [results[k] for k in sorted(results)]
 
 
@@ -123,26 +128,6 @@ class BatchQueue:
             self.failed = True
             self.out -= 1
             self.changed.notify_all()
-
-
-def _run_threads(work: Callable[[], None], workers: int) -> None:
-    """``work`` in ``workers`` threads; the first error (a worker that did not start) is raised
-    once all have stopped."""
-    errors: list[BaseException] = []
-
-    def guarded() -> None:
-        try:
-            work()
-        except BaseException as error:  # re-raised below, in the caller's thread
-            errors.append(error)
-
-    threads = [threading.Thread(target=guarded, name=f"probe-{i}", daemon=True) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
 
 
 def _run_batch(batch: Sequence[tuple[str, str]], spec: ProbeSpec, tmp: Path,
