@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,7 +79,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with the most ``slow`` tests first, the rest in their order: under
     ``--dist loadfile`` each module goes whole to the next free worker, so the long
     end-to-end modules start at once and the short ones fill the end."""
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.nodeid.split("::")[0]] = slow.get(item.nodeid.split("::")[0], 0) + bool(item.get_closest_marker("slow"))
-    items.sort(key=lambda item: -slow[item.nodeid.split("::")[0]])
+    slow = Counter(_module(item) for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[_module(item)])
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
