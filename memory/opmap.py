@@ -352,15 +352,16 @@ class OpMap:
             yield InstanceCalls(node_id, generic, device, dtype, op, module, tuple(calls.get(rid, ())),
                                 tuple(raised.get(rid, ())))
 
-    def uncaptured_instances(self) -> Iterator[InstanceCalls]:
+    def uncaptured_instances(self, *, plain: bool = False) -> Iterator[InstanceCalls]:
         """Every collected @ops or @modules instance no capture ran (left out by the budget, or
         of a kind captured at another dtype), without calls: its OpInfo op or ModuleInfo is all
-        that is known of it."""
+        that is known of it. ``plain``: those of neither too."""
         if not self.exists():
             return
+        subject = "" if plain else "AND (op IS NOT NULL OR module IS NOT NULL) "
         rows = self.conn.execute(
             "SELECT node_id, generic, device, dtype, op, module FROM records r WHERE source = 'static' "
-            "AND (op IS NOT NULL OR module IS NOT NULL) AND NOT EXISTS (SELECT 1 FROM records c WHERE c.node_id = r.node_id "
+            f"{subject}AND NOT EXISTS (SELECT 1 FROM records c WHERE c.node_id = r.node_id "
             "AND c.source = 'captured') ORDER BY node_id")
         for node_id, generic, device, dtype, op, module in rows:
             yield InstanceCalls(node_id, generic, device, dtype, op, module, ())

@@ -48,6 +48,11 @@ class RunSpec:
     # Dtypes whose tests each run in a forked process (--curate-isolate, plugin/isolate.py): the
     # dtypes of calls the probe saw kill the process, so a crash costs a fork, not a worker.
     isolate: frozenset[str] = frozenset()
+    # Of those, the instances (tier keys, in this file) that run in the process all the same
+    # (--curate-isolate-except): their calls are known and none is of an op the probe saw crash;
+    # and those forked whatever their dtype (--curate-isolate-also): they call such an op.
+    isolate_except: Path | None = None
+    isolate_also: Path | None = None
 
     @property
     def cwd(self) -> Path:
@@ -173,6 +178,9 @@ def pytest_command(
         cmd += ["--curate-backend", str(backend.resolve()) if backend.exists() else spec.backend]
     if spec.isolate:
         cmd.append(f"--curate-isolate={','.join(sorted(spec.isolate))}")
+        for option, path in (("except", spec.isolate_except), ("also", spec.isolate_also)):
+            if path is not None:
+                cmd += [f"--curate-isolate-{option}", str(path.resolve())]
     if workers > 1:
         cmd += ["-n", str(workers)]
     return cmd + tree_options(spec.cwd, argsfile.parent) + list(spec.extra_args)

@@ -19,12 +19,13 @@ from testcurator.errors import ExecutionError
 from testcurator.pipelines import decide
 from testcurator.pipelines import emit as emitter
 from testcurator.pipelines.context import RunContext
-from testcurator.memory.capability import crash_dtypes, read_probe_evidence
+from testcurator.memory.capability import read_probe_evidence
+from testcurator.memory.opmap import OpMap
 from testcurator.memory.evidence import read_evidence
 from testcurator.memory.stage import EVIDENCE
 from testcurator.memory.run_identity import config_digest
 from testcurator.pipelines.emit_guard import check_before_disk
-from testcurator.pipelines.nightly import reverify
+from testcurator.pipelines.nightly import isolation, reverify
 from testcurator.pipelines.nights.assess import Assessment, quarantine_decision
 from testcurator.pipelines.probe import PROBE_EVIDENCE, ProbeTarget, run_probe
 from testcurator.pipelines.store import RunStore
@@ -89,12 +90,12 @@ def executor(ctx: RunContext, resources: dict[str, float] | None = None) -> Exec
 
 
 def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries: int,
-              settled: frozenset[str] = frozenset(), isolate: frozenset[str] = frozenset(),
+              settled: frozenset[str] = frozenset(), isolate: isolation.Isolation = isolation.Isolation(),
               only: frozenset[TestKey] | None = None, instances: Sequence[tuple[str, str]] = ()) -> list[Any]:
     """Run ``config`` on the device into ``<run>/<out>/`` (reused when a resumed run finds it);
-    failures of the ``settled`` tests are not retried; the tests of the ``isolate`` dtypes
-    each run in a forked process; with ``only`` and ``instances`` (instance key, generic
-    name), only those tests and instances."""
+    failures of the ``settled`` tests are not retried; ``isolate`` says which tests each run
+    in a forked process; with ``only`` and ``instances`` (instance key, generic name), only
+    those tests and instances."""
     done = store.path(out, "results.jsonl")
     if not done.exists():
         # A delta run's draft covers only the touched files, and --curate-only leaves out their
@@ -102,15 +103,27 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
         only = ctx.only_tests if only is None else only
         keep = (("--curate-only", str(write_keys(store.path(out, "delta.tests"), only or (), ctx.torch_root, instances)))
                 if only or instances else ())
+        known, also = isolate.write(store.path(out))
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
-                       settled=settled, isolate=isolate)
+                       settled=settled, isolate=isolate.dtypes, isolate_except=known, isolate_also=also)
         with DurationStore(ctx.state_dir) as durations:
             run_sharded(spec, shards=ctx.shards, executor=executor(ctx), store=durations,
                         source="draft" if out == "exec" else out,
                         progress=LineProgress("execute" if out == "exec" else out, ctx.say))
     return read_jsonl(done)
+
+
+def _isolation(ctx: RunContext, store: RunStore) -> isolation.Isolation:
+    evidence = read_probe_evidence(store.path(PROBE_EVIDENCE))
+    if not evidence:
+        return isolation.Isolation()
+    opmap = OpMap(ctx.state_dir)
+    try:
+        return isolation.plan(evidence, opmap.instance_calls(), opmap.uncaptured_instances(plain=True))
+    finally:
+        opmap.close()
 
 
 def failing_on_cpu(store: RunStore) -> frozenset[str]:
@@ -128,10 +141,12 @@ def execute_draft(ctx: RunContext, store: RunStore) -> None:
     if reused:
         ctx.say(f"execute: nothing changed since run {reused} (backend, torch, tree, draft config, settings): its "
                 "draft results are tonight's; the standing configs ran tonight (judge)")
-    isolate = crash_dtypes(read_probe_evidence(store.path(PROBE_EVIDENCE)))
-    if isolate and not reused:
-        ctx.say(f"execute: each test of {', '.join(sorted(isolate))} runs in a forked process of its own: the probe "
-                "saw calls of those dtypes kill the process (a crash then ends one test, not a worker)")
+    isolate = _isolation(ctx, store)
+    if isolate.dtypes and not reused:
+        ctx.say(f"execute: each test of {', '.join(sorted(isolate.dtypes))} runs in a forked process of its own: the "
+                "probe saw calls of those dtypes kill the process (a crash then ends one test, not a worker); "
+                f"but for {len(isolate.known)} instance(s) whose calls are known and include no op seen to crash; "
+                f"{len(isolate.also)} instance(s) that call such an op are forked whatever their dtype")
     records = run_suite(ctx, store, store.path(EXEC_CONFIG), "exec", ctx.retries, failing_on_cpu(store), isolate)
     result = verdict(records, allow_empty=True)  # a draft of skips only runs nothing, rightly
     if result.infrastructure:
