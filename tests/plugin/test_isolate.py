@@ -68,30 +68,34 @@ def test_without_the_option_the_crash_takes_the_process(pytester: pytest.Pyteste
     assert "passed" not in result.stdout.str().splitlines()[-1]
 
 
-def test_an_instance_the_except_file_names_runs_in_the_process(pytester: pytest.Pytester) -> None:
+# (the file's change, the option, the instance it lists, passed, failed, the instance whose crash ends only itself)
+LISTED = [
     # test_fails' float64 instance is listed: it runs in the process that imported the module
     # (a forked child has a pid of its own); test_conj's float64 is not, and its crash still
     # ends only itself.
-    pytester.makepyfile(test_crashy=CRASHY.replace("import os\n", "import os\nIMPORTED_IN = os.getpid()\n").replace(
-        'self.assertEqual(1, 2, msg="a plain failure in the child")', "self.assertEqual(os.getpid(), IMPORTED_IN)"))
-    listed = pytester.path / "known.keys"
-    listed.write_text("test_crashy.py::TestCrashy::test_fails|op=|dtype=float64|module=\n")
-    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", f"--curate-isolate-except={listed}",
-                                           "-rf")
-    result.assert_outcomes(passed=3, failed=1)
-    assert f"{DIED} (signal SIGSEGV) while running test_crashy.py::TestCrashyCPU::test_conj_cpu_float64" in result.stdout.str()
-
-
-def test_an_instance_the_also_file_names_is_forked_whatever_its_dtype(pytester: pytest.Pytester) -> None:
+    pytest.param((("import os\n", "import os\nIMPORTED_IN = os.getpid()\n"),
+                  ('self.assertEqual(1, 2, msg="a plain failure in the child")', "self.assertEqual(os.getpid(), IMPORTED_IN)")),
+                 "except", "test_fails|op=|dtype=float64", 3, 1, "test_conj_cpu_float64", id="except"),
     # OpenReg's test_nonzero: its int8 instance crashed, where the probe saw nonzero.out crash
     # in other dtypes only. Here the float32 instance crashes; only float64 is isolated.
-    pytester.makepyfile(test_crashy=CRASHY.replace("if dtype == torch.float64:", "if dtype == torch.float32:"))
-    listed = pytester.path / "also.keys"
-    listed.write_text("test_crashy.py::TestCrashy::test_conj|op=|dtype=float32|module=\n")
-    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", f"--curate-isolate-also={listed}",
-                                           "-rf")
-    result.assert_outcomes(passed=2, failed=2)
-    assert f"{DIED} (signal SIGSEGV) while running test_crashy.py::TestCrashyCPU::test_conj_cpu_float32" in result.stdout.str()
+    pytest.param((("if dtype == torch.float64:", "if dtype == torch.float32:"),),
+                 "also", "test_conj|op=|dtype=float32", 2, 2, "test_conj_cpu_float32", id="also"),
+]
+
+
+@pytest.mark.parametrize(("edits", "option", "listed", "passed", "failed", "crashed"), LISTED)
+def test_the_instances_a_list_names_run_in_the_process_or_forked_whatever_their_dtype(
+        pytester: pytest.Pytester, edits: tuple[tuple[str, str], ...], option: str, listed: str, passed: int,
+        failed: int, crashed: str) -> None:
+    source = CRASHY
+    for old, new in edits:
+        source = source.replace(old, new)
+    pytester.makepyfile(test_crashy=source)
+    keys = pytester.path / f"{option}.keys"
+    keys.write_text(f"test_crashy.py::TestCrashy::{listed}|module=\n")
+    result = pytester.runpytest_subprocess(*QUIET, "--curate-isolate=float64", f"--curate-isolate-{option}={keys}", "-rf")
+    result.assert_outcomes(passed=passed, failed=failed)
+    assert f"{DIED} (signal SIGSEGV) while running test_crashy.py::TestCrashyCPU::{crashed}" in result.stdout.str()
 
 
 def test_an_except_file_that_is_not_there_is_a_usage_error(pytester: pytest.Pytester) -> None:
