@@ -16,8 +16,9 @@ not known to be safe: the plugin tells the device's instances apart by that key 
 And an instance whose calls include such an op is forked whatever its dtype: upstream
 test_nonzero's int8 instance calls ``aten::nonzero.out``, which the probe saw crash in six
 other dtypes and not in int8 (OpenReg's crash depends on the out tensor's shape). It killed
-its worker in the draft: a worker's replacement collects the files again, and until it has,
-one worker runs the rest (86 s of one worker in a 282 s draft of 12 upstream files).
+its worker in the draft, as did its int16 and uint8 instances, test_nonzero_astuple_out and
+test_conj_view_with_shared_memory (six deaths with test_sort_restride's, six more in the
+retry): each replacement collected the files again (5 to 10 s there) while one worker ran.
 """
 
 from __future__ import annotations
