@@ -284,12 +284,17 @@ def _known(call: str, results: Mapping[str, ProbeResult], kernelless: Mapping[st
     return ("missing_kernel", error) if error is not None else None
 
 
+def crash_calls(evidence: Mapping[TestKey, ProbeEvidence]) -> frozenset[str]:
+    """The calls whose replay killed the process (a hang is no crash here: the bucket skips a
+    test that makes one)."""
+    return frozenset(call for ev in evidence.values() for call, (status, error) in ev.gaps.items()
+                     if status == "crash" and not error.startswith("hang"))
+
+
 def crash_dtypes(evidence: Mapping[TestKey, ProbeEvidence]) -> frozenset[str]:
-    """The input dtypes of the calls whose replay killed the process (a hang is no crash here:
-    the bucket skips a test that makes one). The draft runs each test of them in a forked
-    process (plugin/isolate.py): which uncaptured instances make such a call is not known."""
-    return frozenset(dtype for ev in evidence.values() for call, (status, error) in ev.gaps.items()
-                     if status == "crash" and not error.startswith("hang") for dtype in split_key(call)[1])
+    """The input dtypes of :func:`crash_calls`. The draft runs each test of them in a forked
+    process (plugin/isolate.py) unless its calls are known to include none of those ops."""
+    return frozenset(dtype for call in crash_calls(evidence) for dtype in split_key(call)[1])
 
 
 def write_probe_evidence(path: Path, evidence: Mapping[TestKey, ProbeEvidence]) -> Path:

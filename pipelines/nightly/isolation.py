@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testcurator.files import atomic_write_text
-from testcurator.memory.capability import ProbeEvidence, crash_dtypes
+from testcurator.memory.capability import ProbeEvidence, crash_calls, crash_dtypes
 from testcurator.memory.opmap import InstanceCalls
 from testcurator.names import split_dtypes
 from testcurator.plugin.callspec import split_key
@@ -60,8 +60,7 @@ def _keys(path: Path, keys: frozenset[str]) -> Path | None:
 
 def crashing_ops(evidence: Mapping[TestKey, ProbeEvidence]) -> frozenset[str]:
     """The op overloads of the calls whose replay killed the process (a hang is no crash)."""
-    return frozenset(split_key(call)[0] for ev in evidence.values() for call, (status, error) in ev.gaps.items()
-                     if status == "crash" and not error.startswith("hang"))
+    return frozenset(split_key(call)[0] for call in crash_calls(evidence))
 
 
 def plan(evidence: Mapping[TestKey, ProbeEvidence], captured: Iterable[InstanceCalls],
