@@ -20,7 +20,7 @@ from pathlib import Path
 from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.plugin.callspec import split_key
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_matches
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_excluded, op_matches, split_op_at
 
 UNKNOWN_TEST = "unknown_test"
 NOT_REQUESTED = "not_requested"
@@ -101,11 +101,17 @@ def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest 
         if dtypes:
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_dtypes {', '.join(dtypes)}: the test's dtypes are "
                                      f"{', '.join(base.dtypes) or 'none (not parametrized by dtype)'}"))
-        ops = [o for o in decision.exclude_ops if not any(op_matches(op, o) for op in base.ops)]
+        ops = [o for o in decision.exclude_ops if not _names_op_of(o, base.ops, base.dtypes)]
         if ops:
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_ops {', '.join(ops)}: the test's OpInfo ops are "
                                      f"{', '.join(base.ops) or 'none (not an @ops test)'}"))
     return out
+
+
+def _names_op_of(entry: str, ops: Sequence[str], dtypes: Sequence[str]) -> bool:
+    """Whether an ``exclude_ops`` entry names one of the test's OpInfo ops (at one of its dtypes)."""
+    op, dtype = split_op_at(entry)
+    return any(op_matches(o, op) for o in ops) and (dtype is None or dtype in dtypes)
 
 
 def check_reasons(subjects_and_reasons: Sequence[tuple[str, str]], prompt_text: str = "") -> list[RailViolation]:
@@ -194,7 +200,7 @@ def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailVio
     kept = [
         r for r in request.executions
         if not r.excluded_by(decision.exclude_dtypes)
-        and not (r.op and any(op_matches(r.op, x) for x in decision.exclude_ops))
+        and not op_excluded(r.op, r.dtypes, decision.exclude_ops)
         and not (r.module and r.module in decision.exclude_modules)
         and not r.excluded_by_params(decision.exclude_params)
         and r.failure_class not in NOT_EVIDENCE_CLASSES

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from testcurator.names import dtype_names, is_generic_name
-from testcurator.vocab import Mode
+from testcurator.vocab import Mode, op_at
 
 SCHEMA_VERSION = 1
 
@@ -50,6 +50,11 @@ class DtypeRef(_Strict):
 class OpRef(_Strict):
     name: str = Field(description="An OpInfo name (add, nn.functional.relu) or its formatted test-name form (nn_functional_relu).")
     dtypes: list[DtypeRef] | None = Field(default=None, description="Dtypes this op supports; absent means every supported dtype.")
+
+    def entries(self) -> tuple[str, ...]:
+        """As an ``edits.ops.exclude`` item, a decision's ``exclude_ops`` entries: the op, or
+        the op at each of its dtypes (``masked.std@complex64``)."""
+        return (self.name,) if self.dtypes is None else tuple(op_at(self.name, d.name) for d in self.dtypes)
 
 
 class ModuleRef(_Strict):

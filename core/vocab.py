@@ -12,11 +12,13 @@ pipeline. Nothing here imports the rest of testcurator.
 - **The test key** (:class:`TestKey`): ``file::Class::test`` (``file::test`` for a
   module-level function), parsed and formatted by this module only.
 - **Op names**: ATen ops as the dispatcher spells them (``aten::add.Tensor``) and OpInfo
-  names (``nn.functional.relu``), and when one covers another (:func:`op_matches`).
+  names (``nn.functional.relu``), and when one covers another (:func:`op_matches`); an
+  exclusion of an OpInfo op at some dtypes only (``masked.std@complex64``, :func:`op_at`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -196,3 +198,44 @@ def op_matches(op: str, entry: str) -> bool:
     if op_key(op) == op_key(entry):
         return True
     return op.startswith("aten::") and "." not in op_key(entry) and op_key(op).split(".", 1)[0] == op_key(entry)
+
+
+#: ``masked.std@complex64``: a decision's exclusion of one OpInfo op at one dtype only (the
+#: config's ``edits.ops.exclude`` item ``{name: masked.std, dtypes: [complex64]}``); an
+#: ``exclude_ops`` entry without it excludes the op at every dtype.
+OP_AT = "@"
+
+
+def op_at(op: str, dtype: str) -> str:
+    """``masked.std``, ``complex64`` -> ``masked.std@complex64``."""
+    return f"{op}{OP_AT}{dtype}"
+
+
+def split_op_at(entry: str) -> tuple[str, str | None]:
+    """``masked.std@complex64`` -> (``masked.std``, ``complex64``); a whole op -> (op, None)."""
+    op, sep, dtype = entry.partition(OP_AT)
+    return op, (dtype if sep else None)
+
+
+def op_words(entries: Iterable[str]) -> str:
+    """``add``, ``masked.std@complex128``, ``masked.std@complex64`` -> ``add, masked.std in
+    complex128 and complex64``, as reasons say them (sorted, one phrase per op)."""
+    at: dict[str, list[str]] = {}
+    for entry in sorted(entries):
+        op, dtype = split_op_at(entry)
+        at.setdefault(op, []).extend([dtype] if dtype else [])
+    return ", ".join(f"{op} in {' and '.join(dtypes)}" if dtypes else op for op, dtypes in at.items())
+
+
+def op_excluded(op: str | None, dtypes: Collection[str], entries: Iterable[str]) -> bool:
+    """Whether ``entries`` (a decision's ``exclude_ops``) leave out an instance of ``op`` whose
+    dtypes (one, or a pair's members) are ``dtypes``: the whole op, or the op at one of them,
+    as the plugin applies the config's ``OpRef.dtypes`` (config/apply.py)."""
+    if not op:
+        return False
+    for entry in entries:
+        name, dtype = split_op_at(entry)
+        if op_matches(op, name) and (dtype is None or dtype in dtypes):
+            return True
+    return False
+

@@ -24,7 +24,7 @@ from testcurator.config.params import split_param_ref
 from testcurator.config.profile import BackendProfile
 from testcurator.config.schema import Edits
 from testcurator.files import atomic_write_text
-from testcurator.vocab import TestKey
+from testcurator.vocab import TestKey, split_op_at
 
 SIDECAR = ".emitted.json"
 # The sidecar's key for a decision about a whole file (it does not import: every test
@@ -60,12 +60,26 @@ def entry_for(decision: Decision) -> EntrySpec:
     if decision.exclude_dtypes:
         edits["dtypes"] = {"exclude": [{"name": d} for d in sorted(decision.exclude_dtypes)]}
     if decision.exclude_ops:
-        edits["ops"] = {"exclude": [{"name": o} for o in sorted(decision.exclude_ops)]}
+        edits["ops"] = {"exclude": op_exclusions(decision.exclude_ops)}
     if decision.exclude_modules:
         edits["modules"] = {"exclude": [{"name": m} for m in sorted(decision.exclude_modules)]}
     if decision.exclude_params:
         edits["params"] = {"exclude": param_exclusions(decision.exclude_params)}
     return EntrySpec((decision.test,), decision.mode, f"{reason} [{decision.brain}]", edits or None)
+
+
+def op_exclusions(entries: Sequence[str]) -> list[dict[str, Any]]:
+    """``exclude_ops`` entries as ``edits.ops.exclude`` items, one per op: the whole op, or the
+    op with the dtypes it is excluded at (``masked.std@complex64``)."""
+    pairs = [split_op_at(e) for e in entries]
+    whole = {op for op, dtype in pairs if dtype is None}
+    at: dict[str, set[str]] = {}
+    for op, dtype in pairs:
+        if dtype is not None and op not in whole:
+            at.setdefault(op, set()).add(dtype)
+    items = [{"name": op} for op in whole] + [{"name": op, "dtypes": [{"name": d} for d in sorted(ds)]}
+                                              for op, ds in at.items()]
+    return sorted(items, key=lambda item: item["name"])
 
 
 def param_exclusions(refs: Sequence[str]) -> list[dict[str, Any]]:

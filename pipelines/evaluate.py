@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from testcurator.agents.brain import ExecutionRecord, op_matches
+from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import read_jsonl
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey, op_excluded
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run", "by_preference")
 #: How a decision's evidence names the preference it follows (agents/offline/rules.Wish.quote).
@@ -146,7 +146,7 @@ def observed(run: EvalRun) -> dict[TestKey, list[ExecutionRecord]]:
 def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
     return [v for v in variants
             if not v.excluded_by(prediction.exclude_dtypes)
-            and not (v.op and any(op_matches(v.op, x) for x in prediction.exclude_ops))
+            and not op_excluded(v.op, v.dtypes, prediction.exclude_ops)
             and not (v.module and v.module in prediction.exclude_modules)
             and not v.excluded_by_params(prediction.exclude_params)
             and v.failure_class not in NOT_EVIDENCE_CLASSES

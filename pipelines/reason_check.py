@@ -128,7 +128,7 @@ def entries_of(configs: Mapping[str, Sequence[Any]]) -> dict[TestKey, tuple[Pred
             prediction = Prediction(
                 entry.mode,
                 exclude_dtypes=tuple(d.name for d in (edits.dtypes.exclude if edits and edits.dtypes else ())),
-                exclude_ops=tuple(o.name for o in (edits.ops.exclude if edits and edits.ops else ())),
+                exclude_ops=tuple(e for o in (edits.ops.exclude if edits and edits.ops else ()) for e in o.entries()),
                 exclude_modules=tuple(m.name for m in (edits.modules.exclude if edits and edits.modules else ())),
                 exclude_params=tuple(f"{p.name}={v}" for p in (edits.params.exclude if edits and edits.params else ())
                                      for v in p.values))

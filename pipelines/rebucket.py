@@ -109,7 +109,7 @@ def _previous(file: ResolvedFile, test: str, emitted: Emitted) -> tuple[Decision
         return Decision(test, file.unlisted_test_mode, "not listed (unlisted_test_mode)", (), CONFIG_BRAIN, None), None
     edits = entry.edits
     dtypes = tuple(d.name for d in edits.dtypes.exclude) if edits and edits.dtypes else ()
-    ops = tuple(o.name for o in edits.ops.exclude) if edits and edits.ops else ()
+    ops = tuple(e for o in edits.ops.exclude for e in o.entries()) if edits and edits.ops else ()
     modules = tuple(m.name for m in edits.modules.exclude) if edits and edits.modules else ()
     params = tuple(param_ref(p.name, config_value(v)) for p in edits.params.exclude for v in p.values) \
         if edits and edits.params else ()

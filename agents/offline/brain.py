@@ -77,7 +77,10 @@ exclusions            variants failing on every attempt whose dtype (or op, or m
                       op, others -> dtype, module last; none when nothing would be left to
                       run); failures none of these explain that all share one @parametrize
                       value no other variant has -> exclude_params (``shape=2x3``); then:
-crash                 an unexcludable crash or timeout -> skip (it takes down the worker)
+crash                 a crash or timeout of an @ops op -> that op excluded in the dtypes it
+                      crashed in where it passes in another (``exclude_ops`` entry
+                      ``masked.std@complex64``: the config's op with ``dtypes``), else the
+                      whole op; an unexcludable one -> skip (it takes down the worker)
 consistent_failure    every remaining variant fails -> xfail_strict (class + evidence line);
                       xfail when it fails on CPU too (upstream's failure: its pass depends
                       on order and environment, and says nothing of the backend)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from testcurator.agents.brain import SOURCE_LINES, BucketRequest
 from testcurator.agents.offline.rules import Wish
 from testcurator.names import split_dtypes
+from testcurator.vocab import op_excluded
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class Draft:
     def excludes(self, dtype: str | None, op: str | None, module: str | None) -> bool:
         """Whether these edits leave out an instance of ``dtype`` (either member of a pair), ``op``
         and ``module``."""
-        return (any(d in self.exclude_dtypes for d in split_dtypes(dtype)) or bool(op) and op in self.exclude_ops
+        dtypes = split_dtypes(dtype)
+        return (any(d in self.exclude_dtypes for d in dtypes) or op_excluded(op, dtypes, self.exclude_ops)
                 or bool(module) and module in self.exclude_modules)
 
 

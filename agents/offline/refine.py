@@ -16,7 +16,8 @@ from testcurator.config.apply import OWN_SKIP
 from testcurator.config.params import param_ref, spelling
 from testcurator.names import counted, every
 from testcurator.vocab import (
-    FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_matches)
+    FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_at, op_excluded,
+    op_matches, op_words)
 
 MAX_EVIDENCE = 8
 
@@ -94,16 +95,22 @@ def _param_split(left: list[Variant], usable: list[Variant]) -> dict[tuple[str, 
 
 
 def _crashing_ops(left: list[Variant], usable: list[Variant], excluded: set[str]) -> set[str]:
-    """The OpInfo ops of the crashes and hangs ``left`` unexplained, to exclude whole: a crash
-    takes down the worker, and a config cannot exclude one dtype of one op, only the op (an
-    @ops test keeps its other ops' variants, where skipping it would lose them all). None
-    when a crash has no op, or when no passing variant would be left."""
+    """The OpInfo ops of the crashes and hangs ``left`` unexplained, to exclude (an @ops test
+    keeps its other ops' variants, where skipping it would lose them all): at the dtypes it
+    crashed in where the op passes in another (upstream masked.std kills OpenReg's process in
+    complex64 only), else whole. None when a crash has no op, or when no passing variant would
+    be left."""
     hard = [v for v in left if v.hard]
     if not hard or any(not v.rec.op for v in hard):
         return set()
-    crashing = {v.rec.op for v in hard if v.rec.op}
+    crashing: set[str] = set()
+    for op in {v.rec.op for v in hard if v.rec.op}:
+        at = {op_at(op, d) for v in hard if v.rec.op == op for d in v.rec.dtypes}
+        passes = any(u.status == "passed" and u.rec.op == op and not op_excluded(op, u.rec.dtypes, at) for u in usable)
+        crashing |= at if at and passes else {op}
     gone = excluded | crashing
-    return crashing if any(u.status == "passed" and u.rec.op not in gone for u in usable) else set()
+    left_passing = any(u.status == "passed" and not op_excluded(u.rec.op, u.rec.dtypes, gone) for u in usable)
+    return crashing if left_passing else set()
 
 
 def _values(rec: ExecutionRecord, dim: str) -> tuple[str, ...]:
@@ -133,7 +140,7 @@ class Outcome:
             return ""
         culprit = next(v for v in self.usable if v.status == "failed" and self.explains(v))
         what = " and ".join(x for x in (f"dtypes {', '.join(sorted(self.dtypes))}" * bool(self.dtypes),
-                                        f"ops {', '.join(sorted(self.ops))}" * bool(self.ops),
+                                        f"ops {op_words(self.ops)}" * bool(self.ops),
                                         f"modules {', '.join(sorted(self.modules))}" * bool(self.modules),
                                         self.param_clause()) if x)
         # The capture's CPU failures stay in view: excluded dtypes that fail on CPU as well are
@@ -150,7 +157,8 @@ class Outcome:
                 f"all fail, the other {len(self.usable) - len(failed)} do not)")
 
     def explains(self, v: Variant) -> bool:
-        return (v.rec.excluded_by(self.dtypes) or v.rec.op in self.ops or v.rec.module in self.modules
+        return (v.rec.excluded_by(self.dtypes) or op_excluded(v.rec.op, v.rec.dtypes, self.ops)
+                or v.rec.module in self.modules
                 or any(p in self.params for p in v.rec.params))
 
     def evidence(self) -> tuple[str, ...]:
@@ -310,10 +318,10 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
     ops |= _crashing_ops(unexplained, usable, ops)
-    unexplained = [v for v in unexplained if v.rec.op not in ops]
+    unexplained = [v for v in unexplained if not op_excluded(v.rec.op, v.rec.dtypes, ops)]
     params = _param_split(unexplained, usable)
     unexplained = [] if params else unexplained
-    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and v.rec.op not in ops
+    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and not op_excluded(v.rec.op, v.rec.dtypes, ops)
                  and v.rec.module not in modules and not any(p in params for p in v.rec.params)]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
         dtypes, ops, modules, params, unexplained, remaining = set(), set(), set(), {}, failing, usable

@@ -30,7 +30,8 @@ from testcurator.pipelines.context import Say
 from testcurator.pipelines.probe import ProbeTarget, run_probe
 from testcurator.plugin.callspec import dispatch_op, split_key
 from testcurator.runner.probe.replay import ProbeResult
-from testcurator.vocab import PROBE_GAPS, TestKey, op_key
+from testcurator.names import split_dtypes
+from testcurator.vocab import PROBE_GAPS, TestKey, op_excluded, op_key
 
 MAX_SHOWN = 12
 
@@ -79,7 +80,7 @@ def _instances(state_dir: Path, keys: set[str]) -> dict[str, list[InstanceCalls]
 
 def _admitted(adm: Admitting, rows: Sequence[InstanceCalls], op: str) -> list[InstanceCalls]:
     return [i for i in rows if (adm.op is None or i.op == op_key(op)) and i.dtype not in adm.exclude_dtypes
-            and i.op not in adm.exclude_ops and i.module not in adm.exclude_modules
+            and not op_excluded(i.op, split_dtypes(i.dtype), adm.exclude_ops) and i.module not in adm.exclude_modules
             and (adm.run_dtypes is None or i.dtype is None or i.dtype in adm.run_dtypes)]
 
 

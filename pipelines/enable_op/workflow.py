@@ -35,6 +35,7 @@ from testcurator.config.loader import load_config
 from testcurator.config.resolve import ResolvedEntry, ResolvedFile
 from testcurator.config.review import review_paths
 from testcurator.config.review_render import render
+from testcurator.config.schema import OpRef
 from testcurator.errors import BadInputError, MissingPathError
 from testcurator.memory.opmap import OpMap
 from testcurator.pipelines import emit as emitter
@@ -191,7 +192,10 @@ def enable_op(opts: EnableOptions, say: Say) -> EnableResult:
 
 def _excluded(spec: EntrySpec | None, dim: str) -> tuple[str, ...]:
     edits = (spec.edits if spec is not None else None) or {}
-    return tuple(item["name"] for item in (edits.get(dim) or {}).get("exclude", []))
+    items = (edits.get(dim) or {}).get("exclude", [])
+    if dim == "ops":  # an op may be excluded at some dtypes only
+        return tuple(e for item in items for e in OpRef.model_validate(item).entries())
+    return tuple(item["name"] for item in items)
 
 
 def _consult_table(opts: EnableOptions, result: EnableResult, say: Say) -> None:

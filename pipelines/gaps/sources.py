@@ -27,7 +27,7 @@ from testcurator.pipelines.store import RunStore
 from testcurator.plugin.oprecord import OpRecord, read_records
 from testcurator.runner.probe.replay import ProbeResult
 from testcurator.runner.results.records import TestRecord, read_jsonl
-from testcurator.vocab import FAILING, HELD_BACK_MODES, XFAIL_MODES, TestKey, instance_key
+from testcurator.vocab import FAILING, HELD_BACK_MODES, XFAIL_MODES, TestKey, instance_key, op_excluded
 
 RUN_FILE = "run.json"
 DEVICE_COLLECTION = "device_static.jsonl"  # the memory stage's collect-only pass on the device
@@ -134,11 +134,12 @@ def _held_by(rec: OpRecord, dec: Decision | None, declared: frozenset[str] | Non
     if dec is None:
         return None
     dtypes = split_dtypes(rec.dtype)
-    for what, values, excluded in (("dtype", dtypes, dec.exclude_dtypes), ("op", (rec.op,), dec.exclude_ops),
-                                   ("module", (rec.module,), dec.exclude_modules)):
+    for what, values, excluded in (("dtype", dtypes, dec.exclude_dtypes), ("module", (rec.module,), dec.exclude_modules)):
         hit = next((v for v in values if v and v in excluded), None)
         if hit:
             return f"{what} {hit} excluded by edits"
+    if op_excluded(rec.op, dtypes, dec.exclude_ops):
+        return f"op {rec.op} excluded by edits"
     missing = next((d for d in dtypes if declared is not None and d not in declared), None)
     if missing:
         return f"dtype {missing} is not in supported_dtypes"

@@ -200,3 +200,14 @@ def test_a_fallback_reason_carries_one_note(reason: str, expected: str) -> None:
     from testcurator.agents.decision import fallback_reason
 
     assert fallback_reason(reason, "endpoint down: not asked") == expected
+
+
+@pytest.mark.parametrize(("ops", "bad"), [
+    (("add",), False), (("add@complex64",), False),
+    (("add@float64",), True),  # not a dtype the test runs: validate --level 2 rejects an edit that never applies
+    (("sub@float32",), True),
+])
+def test_an_op_excluded_at_a_dtype_names_the_tests_own_op_and_dtype(ops: tuple[str, ...], bad: bool) -> None:
+    request = BucketRequest("TestA::test_ops", "test_a.py", "h2", ops=("add", "mul"), dtypes=("float32", "complex64"))
+    found = rails.check_edits([dec("TestA::test_ops", exclude_ops=ops)], [request])
+    assert [v.rule for v in found] == ([rails.BAD_EDIT] if bad else [])

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.vocab import FAILED_EVIDENCE, FAILING, MODES, OUTCOMES, TestKey, join_name, op_matches, split_name
+from testcurator.vocab import (
+    FAILED_EVIDENCE, FAILING, MODES, OUTCOMES, TestKey, join_name, op_at, op_excluded, op_matches, op_words, split_name,
+    split_op_at,
+)
 
 KEYS = [
     # text, file, cls, test, name, parts
@@ -51,6 +54,25 @@ def test_outcome_sets_are_made_of_outcomes() -> None:
 ])
 def test_op_matches(op: str, entry: str, covered: bool) -> None:
     assert op_matches(op, entry) is covered
+
+
+@pytest.mark.parametrize("op,dtypes,entries,excluded", [
+    ("masked.std", ("complex64",), ("masked.std@complex64",), True),
+    ("masked.std", ("float32",), ("masked.std@complex64",), False),  # its other dtypes stay
+    ("masked.var", ("complex64",), ("masked.std@complex64",), False),  # other ops at that dtype stay
+    ("masked.std", ("float32",), ("masked.std",), True),  # the whole op
+    ("add", ("complex128", "bfloat16"), ("add@bfloat16",), True),  # a dtype pair's member
+    (None, ("complex64",), ("masked.std@complex64",), False),  # not an @ops instance
+])
+def test_an_op_is_excluded_whole_or_at_its_dtypes(op: str | None, dtypes: tuple[str, ...], entries: tuple[str, ...],
+                                                  excluded: bool) -> None:
+    assert op_excluded(op, dtypes, entries) is excluded
+
+
+def test_an_op_at_a_dtype_round_trips_and_reads_as_words() -> None:
+    entry = op_at("masked.std", "complex64")
+    assert split_op_at(entry) == ("masked.std", "complex64") and split_op_at("masked.std") == ("masked.std", None)
+    assert op_words(["masked.std@complex128", "add", entry]) == "add, masked.std in complex128 and complex64"
 
 
 def _spelled_sets(path: Path) -> list[str]:

@@ -344,17 +344,23 @@ REFINE_CASES = [
     (OPS_TEST, "mandatory_success", (P_F32, P_F32_MUL, rec("v_bf16", "crashed", dtype="bfloat16", cls="crash",
                                                            msg=MSG_SEGV)),
      "mandatory_success", ("bfloat16",), (), False, (), "v_bf16 crashed with crash"),
-    # One op crashes in one dtype, its other dtype passes: no dimension explains it, and the
-    # config cannot exclude one dtype of one op; the op goes, the other ops' variants stay
+    # One op crashes in one dtype, its other dtype passes: no dimension explains it; the op
+    # goes in that dtype only (the config's op with dtypes), the other ops' variants stay
     # (OpenReg: masked.std complex128 segfaults; skipping test_reference_masked lost 40 passes).
     (OPS_TEST, "mandatory_success", (P_F32, P_F32_MUL, P_BF16_MUL, rec("x_add_c128", "passed", dtype="complex128", op="add"),
                                      rec("x_mul_c128", "crashed", dtype="complex128", op="mul", cls="crash", msg=MSG_SEGV)),
-     "mandatory_success", (), ("mul",), False, (), "with ops mul excluded (x_mul_c128 crashed with crash"),
-    # ... but not when no passing variant would be left.
+     "mandatory_success", (), ("mul@complex128",), False, (),
+     "with ops mul in complex128 excluded (x_mul_c128 crashed with crash"),
+    # Two ops each crashing in a dtype the other passes in: each goes in its own dtype.
     (OPS_TEST, "mandatory_success", (rec("x_add_c64", "crashed", dtype="complex64", op="add", cls="crash", msg=MSG_SEGV),
                                      rec("x_add_c128", "passed", dtype="complex128", op="add"),
                                      rec("x_mul_c64", "passed", dtype="complex64", op="mul"),
                                      rec("x_mul_c128", "crashed", dtype="complex128", op="mul", cls="crash", msg=MSG_SEGV)),
+     "mandatory_success", (), ("add@complex64", "mul@complex128"), False, (), "ops add in complex64, mul in complex128"),
+    # ... but not when no passing variant would be left: an op crashing in all its dtypes goes
+    # whole, and then nothing passes.
+    (OPS_TEST, "mandatory_success", (rec("x_add_c64", "crashed", dtype="complex64", op="add", cls="crash", msg=MSG_SEGV),
+                                     rec("x_add_c128", "crashed", dtype="complex128", op="add", cls="crash", msg=MSG_SEGV)),
      "skip", (), (), False, (), "x_add_c64 crashed"),
     (PLAIN_TEST, "mandatory_success", (FLAKY,), "mandatory_success", (), (), True, ("stable results over more runs",),
      "flaky"),

@@ -76,6 +76,17 @@ CASES = {
         ProbeEvidence({"aten::abs(float64)": ("unsupported_dtype", "Double")},
                       (I("float32_int64", None), I("float64_int64", None, ("aten::abs(float64)",)))),
         "mandatory_success", (), ()),
+    # A call that crashes in one dtype, made by one op: the op goes in that dtype only. The
+    # dtype is not blamed, though every known int64 instance fails: the other ops' int64
+    # instances were not captured (upstream masked.std's aten::_conj in complex64, on OpenReg).
+    "one OpInfo op crashes in one dtype": (
+        ProbeEvidence({SORT_I: CRASH}, (I("float32", "sort"), I("float32", "add"), I("int64", "sort", (SORT_I,)))),
+        "mandatory_success", (), ("sort@int64",)),
+    # A dtype the device lacks is the dtype's, whichever op reaches it.
+    "an op's instances of a dtype the device lacks": (
+        ProbeEvidence({SORT_I: ("unsupported_dtype", "Long")},
+                      (I("float32", "sort"), I("float32", "add"), I("int64", "sort", (SORT_I,)))),
+        "mandatory_success", ("int64",), ()),
     "every call works": (ProbeEvidence({}, (I("float32", None), I("int64", None)), 7), "mandatory_success", (), ()),
     # A plain test (one instance, no dtype) whose host call fails: pinning without a pinned
     # host allocator for the backend's device (callspec.HOST_CALLS).
@@ -130,6 +141,18 @@ def _module_split() -> tuple[Decision, Callable[[ExecutionRecord], Decision]]:
                         probe=CASES["one ModuleInfo lacks it"][0])
     (bucketed,) = brain.bucket([req], bctx)
     return bucketed, lambda rec: brain.refine([RefineRequest(req, bucketed, (rec,))], bctx)[0]
+
+
+def test_an_op_excluded_in_one_dtype_is_said_so_before_and_after_execution() -> None:
+    brain, bctx = OfflineBrain(BrainSettings()), BrainContext(BACKEND, frozenset(), Path("/tmp"))
+    req = BucketRequest(test="TestSort::test_sort", file="test/test_sort.py", content_hash="h", ops=("sort", "add"),
+                        dtypes=("float32", "int64"), probe=CASES["one OpInfo op crashes in one dtype"][0])
+    (bucketed,) = brain.bucket([req], bctx)
+    assert "with ops sort in int64 excluded (the probe found" in bucketed.reason
+    ran = ExecutionRecord("test_sort_sort_curatedev_float32", ("passed",), dtype="float32", op="sort")
+    (refined,) = brain.refine([RefineRequest(req, bucketed, (ran,))], bctx)
+    assert (refined.mode, refined.exclude_ops) == ("mandatory_success", ("sort@int64",))
+    assert f"The probe excluded op sort in int64 before execution ({SORT_I} failing on the device)." in refined.reason
 
 
 def test_a_test_that_fails_as_a_whole_on_the_device_drops_the_probes_split() -> None:
