@@ -236,6 +236,47 @@ def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_
         ProbedInstance("bfloat16", "byte", gaps=(eq_u8,)), ProbedInstance("float32", "neg")]
 
 
+def test_an_uncaptured_instance_makes_the_failing_calls_of_its_op_at_its_own_dtype(tmp_path: Path) -> None:
+    # Upstream test_reductions on OpenReg: masked.std calls aten::_conj in complex64 only, which
+    # kills the process; test_reference_masked captured it in complex64, test_noncontiguous_all
+    # only in float32 (its complex64 instance was over the budget) and crashed in the draft.
+    conj, where = "aten::_conj(complex64)", "test/test_reductions.py::TestReductionsCPU::"
+
+    def rec(test: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+        return OpRecord(f"{where}{test}_masked_std_cpu_{dtype}", f"TestReductions::{test}", source, device="cpu",
+                        dtype=dtype, op="masked.std", calls=calls)
+
+    found = _evidence(tmp_path, (
+        rec("test_reference_masked", "complex64", "captured", (ADD, conj)),
+        rec("test_reference_masked", "float32", "captured", (ADD,)),
+        rec("test_noncontiguous_all", "float32", "captured", (ADD,)),
+        rec("test_noncontiguous_all", "complex64", "static"),  # left out by the budget
+        rec("test_noncontiguous_all", "float64", "static"),  # a dtype no test captured it in
+    ), {conj: ProbeResult(conj, "crash", "the process died (signal SIGSEGV)"), ADD: ProbeResult(ADD, "works")})
+    noncontig = found[TestKey.parse("test/test_reductions.py::TestReductions::test_noncontiguous_all")]
+    assert noncontig.gaps == {conj: ("crash", "the process died (signal SIGSEGV)")}
+    assert sorted(noncontig.instances, key=lambda i: i.dtype or "") == [
+        ProbedInstance("complex64", "masked.std", gaps=(conj,)), ProbedInstance("float32", "masked.std")]
+
+
+def test_a_dtypes_gap_not_every_captured_instance_reaches_is_not_inherited(tmp_path: Path) -> None:
+    conj, where = "aten::_conj(complex64)", "test/test_reductions.py::TestReductionsCPU::"
+
+    def rec(test: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+        return OpRecord(f"{where}{test}_masked_std_cpu_{dtype}", f"TestReductions::{test}", source, device="cpu",
+                        dtype=dtype, op="masked.std", calls=calls)
+
+    found = _evidence(tmp_path, (
+        rec("test_reference_masked", "complex64", "captured", (ADD, conj)),
+        rec("test_ref_small_input", "complex64", "captured", (ADD,)),  # reaches no conj: the op need not
+        rec("test_noncontiguous_all", "float32", "captured", (ADD,)),
+        rec("test_noncontiguous_all", "complex64", "static"),
+    ), {conj: ProbeResult(conj, "crash", "the process died (signal SIGSEGV)"), ADD: ProbeResult(ADD, "works")})
+    noncontig = found[TestKey.parse("test/test_reductions.py::TestReductions::test_noncontiguous_all")]
+    assert noncontig.gaps == {}
+    assert noncontig.instances == (ProbedInstance("float32", "masked.std"),)
+
+
 def test_the_draft_isolates_the_dtypes_of_the_calls_that_killed_the_probe() -> None:
     def ev(*gaps: tuple[str, str, str]) -> ProbeEvidence:
         return ProbeEvidence(gaps={call: (status, error) for call, status, error in gaps})
