@@ -127,6 +127,26 @@ def slowest_first(files: Sequence[str], known: Mapping[str, float], root: Path |
     return sorted(files, key=key, reverse=True)
 
 
+def known_load(files: Sequence[str], known: Mapping[str, float], root: Path | None = None) -> tuple[float, int] | None:
+    """(seconds, tests) the known durations of ``files``' tests add up to; None when one of
+    them is a node id or a file nothing is known of (its load may be anything)."""
+    per_file: dict[str, list[float]] = defaultdict(list)
+    for nodeid, seconds in known.items():
+        per_file[file_of(nodeid)].append(float(seconds))
+    total, tests = 0.0, 0
+    for target in files:
+        path = Path(target)
+        if path.is_absolute():
+            if root is None or not path.is_relative_to(root):
+                return None
+            path = path.relative_to(root)
+        found = per_file.get(path.as_posix()) if "::" not in target else None
+        if not found:
+            return None
+        total, tests = total + sum(found), tests + len(found)
+    return total, tests
+
+
 def least_duration(nodeids: Sequence[str], durations: Mapping[str, float], count: int) -> tuple[list[list[int]], list[float]]:
     """pytest-split's ``least_duration``: (indices of ``nodeids`` per shard, their sums).
 

@@ -8,6 +8,10 @@ the tests not yet recorded, until every collected test has a record. Under xdist
 worker is replaced by xdist itself; the runner still records the crash from the worker's
 log and reruns whatever xdist gave up on.
 
+Workers: ``spec.workers`` xdist workers, but one pytest process when the durations the run
+was given show a small load (``SERIAL_BELOW_S``): each worker imports torch and collects the
+files again, which costs a small tree more than the parallelism saves.
+
 Retries: failing tests (failed, error, crashed, timeout) run again, up to ``spec.retries``
 times, in separate invocations; a failure the dispatcher decided (no kernel for the op or the
 dtype: ``DETERMINISTIC_CLASSES``) is not retried, it would fail the same way; nor is a test
@@ -40,11 +44,16 @@ from testcurator.runner.manifest import build_manifest, write_manifest
 from testcurator.runner.progress import NullProgress, ProgressSink
 from testcurator.runner.reconcile import infrastructure_record, invocation_fault, is_infrastructure, pytest_message, unrun_fault
 from testcurator.runner.results.records import TestRecord, counts, write_jsonl
-from testcurator.sharding import read_test_durations, slowest_first
+from testcurator.sharding import known_load, read_test_durations, slowest_first
 from testcurator.vocab import DETERMINISTIC_CLASSES, TestKey
 
 POLL_S = 0.2
 RETRY_TESTS_PER_WORKER = 20
+# Below this much known test time, and this many known tests, one pytest process runs the
+# first pass: each xdist worker imports torch and collects the files again, which on a small
+# tree costs more than it saves (a 4-test tree's draft: 9.1 s with two workers, 4.3 s with one).
+SERIAL_BELOW_S = 5.0
+SERIAL_BELOW_TESTS = 50
 
 
 @dataclass(frozen=True)
@@ -284,7 +293,9 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
     invocations: list[Invocation] = []
     with progress:
         first = _Pass(spec, "run", progress, env)
-        records = first.run(_slowest_first(spec, selection.targets), spec.workers)
+        known = read_test_durations(spec.durations) if spec.durations is not None else {}
+        targets = slowest_first(selection.targets, known, spec.cwd)
+        records = first.run(targets, _first_workers(spec, targets, known))
         invocations += first.invocations
         for attempt in range(2, spec.retries + 2):
             # A missing kernel fails the same way every time: retrying thousands of them (a young
@@ -309,11 +320,11 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunResult:
     return RunResult(ordered, tuple(invocations), selection, spec.out_dir)
 
 
-def _slowest_first(spec: RunSpec, targets: Sequence[str]) -> list[str]:
-    """The files whose slowest test is slowest first, by the durations the run was given (so
-    no worker idles alone at the end: core/sharding.py ``slowest_first``)."""
-    known = read_test_durations(spec.durations) if spec.durations is not None else {}
-    return slowest_first(targets, known, spec.cwd)
+def _first_workers(spec: RunSpec, targets: Sequence[str], known: dict[str, float]) -> int:
+    """``spec.workers``, or one when the durations the run was given show a small load (a
+    shard keeps its workers: its targets are the whole run's)."""
+    load = known_load(targets, known, spec.cwd) if spec.workers > 1 and spec.shard is None else None
+    return 1 if load is not None and load[0] < SERIAL_BELOW_S and load[1] < SERIAL_BELOW_TESTS else spec.workers
 
 
 def _settled(spec: RunSpec, key: str, record: TestRecord) -> bool:

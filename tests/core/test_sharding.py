@@ -10,7 +10,8 @@ import pytest
 
 from testcurator.errors import BadInputError
 from testcurator.sharding import (DEFAULT_DURATION_S, MIN_DURATION_S, ShardRef, estimate, least_duration,
-                                  read_test_durations, slowest_first, split, write_test_durations)
+                                  known_load, read_test_durations, slowest_first, split,
+                                  write_test_durations)
 
 
 @pytest.mark.parametrize(("text", "index", "count"), [("1/1", 1, 1), ("2/8", 2, 8), (" 8 / 8 ", 8, 8)])
@@ -44,6 +45,18 @@ SLOW = {"test/weak.py::T::threaded": 6.0, "test/weak.py::T::quick": 0.01, "test/
 ])
 def test_slowest_first_moves_whole_files(files: list[str], root: Path | None, expected: list[str]) -> None:
     assert slowest_first(files, SLOW, root) == expected
+
+
+@pytest.mark.parametrize(("files", "root", "load"), [
+    (["test/ufuncs.py", "test/init.py"], None, (1.7, 3)),
+    (["/tree/test/weak.py"], Path("/tree"), (6.01, 2)),
+    (["test/ufuncs.py", "test/new.py"], None, None),  # nothing known of a file: its load may be anything
+    (["test/ufuncs.py::T::a"], None, None),  # a node id
+    (["/elsewhere/test/weak.py"], Path("/tree"), None),
+])
+def test_the_known_load_of_files(files: list[str], root: Path | None, load: tuple[float, int] | None) -> None:
+    found = known_load(files, SLOW, root)
+    assert (found if found is None else (round(found[0], 2), found[1])) == load
 
 
 def test_estimate_uses_file_median_then_global_median_then_default() -> None:

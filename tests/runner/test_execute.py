@@ -16,6 +16,7 @@ from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute, merge_retry
 from testcurator.runner.results.ingest import load_results
 from testcurator.runner.results.records import TestRecord, read_jsonl
+from testcurator.sharding import write_test_durations
 
 CRASHES = '''
 import ctypes, os, signal
@@ -145,6 +146,26 @@ def test_retries_tell_flaky_from_consistent(tmp_path: Path) -> None:
     assert "fails on the first attempt only" in flaky.evidence
     assert (always.outcome, always.flaky, always.attempts) == ("failed", False, 3)
     assert always.failure_class == "unknown" and "AssertionError" in always.evidence
+
+
+SMALL = """
+def test_a(): pass
+def test_b(): pass
+"""
+
+
+@pytest.mark.parametrize(("seconds", "xdist"), [(0.1, False), (30.0, True), (None, True)],
+                         ids=["small known load", "large known load", "nothing known"])
+def test_a_small_known_load_runs_in_one_process(tmp_path: Path, seconds: float | None, xdist: bool) -> None:
+    """Two xdist workers would each import and collect again: for a load the durations show
+    to be small, one pytest runs it; for a large or unknown one, the workers asked for."""
+    path = _write(tmp_path, "test_small.py", SMALL)
+    durations = tmp_path / ".test_durations"
+    write_test_durations(durations, {} if seconds is None else {"test_small.py::test_a": seconds})
+    got = _run(tmp_path, path, timeout=60, retries=0, workers=2, durations=durations)
+    assert {r.outcome for r in got.values()} == {"passed"} and len(got) == 2
+    [command] = json.loads((tmp_path / "out" / "manifest.json").read_text())["pytest_commands"]
+    assert ("-n" in command) is xdist
 
 
 def test_xdist_worker_deaths(tmp_path: Path) -> None:
