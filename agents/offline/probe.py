@@ -21,11 +21,11 @@ from dataclasses import replace
 from testcurator.agents.brain import BackendContext, BucketRequest
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline.facts import Draft, Facts, device_unused, expects_any_runtime_error
-from testcurator.agents.offline.rules import decision, names, quote
+from testcurator.agents.offline.rules import decision, excluded_words, names, quote
 from testcurator.memory.capability import ProbedInstance, ProbeEvidence
 from testcurator.names import split_dtypes
-from testcurator.vocab import op_at, op_excluded, op_words, split_op_at
 from testcurator.plugin.callspec import call_words
+from testcurator.vocab import op_at, op_excluded, op_words, split_op_at
 
 
 MAX_SHOWN = 6
@@ -67,14 +67,6 @@ def _attribute(failing: list[ProbedInstance], kept: list[ProbedInstance],
         else:
             found[hit[0]].add(hit[1])
     return found, left
-
-
-def _spelt(found: dict[str, set[str]]) -> str:
-    """``dtypes complex64 and ops add, masked.std in complex128 and complex64``."""
-    ops = found["op"] | found["op at dtype"]
-    return " and ".join(x for x in (f"dtypes {', '.join(sorted(found['dtype']))}" * bool(found["dtype"]),
-                                    f"ops {op_words(ops)}" * bool(ops),
-                                    f"modules {', '.join(sorted(found['module']))}" * bool(found["module"])) if x)
 
 
 def _kind(inst: ProbedInstance, probe: ProbeEvidence) -> str:
@@ -129,7 +121,8 @@ def bucket_probe(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft
         d.exclude_dtypes += sorted(found["dtype"])
         d.exclude_ops += sorted(found["op"] | found["op at dtype"])
         d.exclude_modules += sorted(found["module"])
-        d.notes.append(f"{_spelt(found)} excluded (the probe found {names(calls, 3)} failing on the device)")
+        what = excluded_words(found["dtype"], found["op"] | found["op at dtype"], found["module"])
+        d.notes.append(f"{what} excluded (the probe found {names(calls, 3)} failing on the device)")
         d.evidence += _gap_lines(probe, calls)
         # An op at a dtype is an op exclusion (``exclude_ops``); its value says the dtype.
         d.evidence += [f"{EXCLUDED}{dim.split()[0]} {value}" for dim, values in found.items() for value in sorted(values)]

@@ -11,13 +11,13 @@ from testcurator.agents.brain import BackendContext, ExecutionRecord, RefineRequ
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline.bucket import decide_bucket
 from testcurator.agents.offline.probe import probe_exclusion_note, without_probe_exclusions
-from testcurator.agents.offline.rules import CPU_FAILED, MODE_WORD, Wish, decision, names, quote
+from testcurator.agents.offline.rules import CPU_FAILED, MODE_WORD, Wish, decision, excluded_words, names, quote
 from testcurator.config.apply import OWN_SKIP
 from testcurator.config.params import param_ref, spelling
 from testcurator.names import counted, every
 from testcurator.vocab import (
     FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_at, op_excluded,
-    op_matches, op_words)
+    op_matches)
 
 MAX_EVIDENCE = 8
 
@@ -139,10 +139,7 @@ class Outcome:
         if not (self.dtypes or self.ops or self.modules or self.params):
             return ""
         culprit = next(v for v in self.usable if v.status == "failed" and self.explains(v))
-        what = " and ".join(x for x in (f"dtypes {', '.join(sorted(self.dtypes))}" * bool(self.dtypes),
-                                        f"ops {op_words(self.ops)}" * bool(self.ops),
-                                        f"modules {', '.join(sorted(self.modules))}" * bool(self.modules),
-                                        self.param_clause()) if x)
+        what = excluded_words(self.dtypes, self.ops, self.modules, self.param_clause())
         # The capture's CPU failures stay in view: excluded dtypes that fail on CPU as well are
         # not the backend's gap (upstream test_scatter_reduce_sum in float16).
         cpu = _cpu_finding(self.prev) if cpu_note else None

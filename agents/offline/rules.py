@@ -36,7 +36,7 @@ from typing import Literal
 
 from testcurator.agents.brain import BackendContext
 from testcurator.agents.decision import Decision, FileDecision
-from testcurator.vocab import Mode
+from testcurator.vocab import Mode, op_words
 
 
 BRAIN = "offline"
@@ -188,6 +188,15 @@ def names(items: Iterable[str], limit: int = 6) -> str:
     items = list(items)
     head = ", ".join(items[:limit])
     return head + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def excluded_words(dtypes: Iterable[str], ops: Iterable[str], modules: Iterable[str], *more: str) -> str:
+    """``dtypes float16 and ops add, masked.std in complex64 and modules nn.Linear`` (each
+    part only when it has names; ``more`` are further parts, already worded)."""
+    dtypes, ops, modules = sorted(dtypes), sorted(ops), sorted(modules)
+    parts = (f"dtypes {', '.join(dtypes)}" if dtypes else "", f"ops {op_words(ops)}" if ops else "",
+             f"modules {', '.join(modules)}" if modules else "", *more)
+    return " and ".join(p for p in parts if p)
 
 
 def decision(test: str, mode: Mode, reason: str, evidence: Iterable[str], *, needs_review: bool = False,
