@@ -34,8 +34,9 @@ CALL_TIMEOUT = 60.0
 BATCH = 1000  # calls per worker process: each start imports torch and the backend (seconds)
 TAIL = 600
 # How calls are replayed (runner/probe/replay_worker.py): part of the capability table's key, so a
-# table filled by older rules is not reused. 2: host calls stay on the host; no autograd.
-REPLAY_VERSION = 3
+# table filled by older rules is not reused. 2: host calls stay on the host; no autograd. 4: a
+# raising twin's message is compared without the tensor type names in it.
+REPLAY_VERSION = 4
 NO_EXAMPLE = "no replayable example was recorded on CPU"
 
 

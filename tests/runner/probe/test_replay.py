@@ -19,6 +19,7 @@ import torch
 from testcurator.errors import ExecutionError
 from testcurator.plugin.callspec import call_key, example, raise_call
 from testcurator.runner.probe.replay import ProbeSpec, BatchQueue, probe_calls
+from testcurator.runner.probe.replay_worker import same_error
 
 ROOT = Path(__file__).resolve().parents[3]
 BACKEND_DIR = ROOT / "examples" / "backend"
@@ -171,11 +172,24 @@ def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
     x = torch.tensor([1.0, 2.0])
     cases = {"aten::polygamma(float32)": ((-1, x), "works"),
              "aten::index_select(float32,int64)": ((x, 0, torch.tensor([5])), "missing_kernel"),
-             "aten::neg(float32)": ((x,), "not_probed")}  # it does not raise on CPU: nothing to compare
+             "aten::neg(float32)": ((x,), "not_probed"),  # it does not raise on CPU: nothing to compare
+             # upstream test_broadcast_to: the message names the device's tensor type
+             # (curatedevFloatType{...} where CPU says torch.FloatTensor{...}), nothing else differs
+             "aten::expand(float32)": ((torch.empty(5, 1, 2, 3), [1, 2, 3]), "works")}
     calls = {raise_call(key): example(args, {}) for key, (args, _) in cases.items()}
     results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
     assert {k: r.status for k, r in results.items()} == {raise_call(k): status for k, (_, status) in cases.items()}
     assert "did not raise" in results[raise_call("aten::neg(float32)")].error
+
+
+@pytest.mark.parametrize(("device_error", "same"), [
+    (RuntimeError("expand(openregFloatType{[5, 1]}, size=[1]): too few sizes"), True),
+    (RuntimeError("expand(torch.openreg.FloatTensor{[5, 1]}, size=[1]): too few sizes"), True),
+    (RuntimeError("expand(openregFloatType{[5, 1]}, size=[2]): too few sizes"), False),  # another message
+    (ValueError("expand(torch.FloatTensor{[5, 1]}, size=[1]): too few sizes"), False),  # another type
+])
+def test_a_raising_twin_matches_cpus_error_but_for_tensor_type_names(device_error: Exception, same: bool) -> None:
+    assert same_error(device_error, RuntimeError("expand(torch.FloatTensor{[5, 1]}, size=[1]): too few sizes")) is same
 
 
 @pytest.mark.parametrize("module,status", [
