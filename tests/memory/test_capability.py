@@ -236,45 +236,42 @@ def test_a_conversion_ops_dtype_gap_is_the_ops_whatever_the_instances_dtype(tmp_
         ProbedInstance("bfloat16", "byte", gaps=(eq_u8,)), ProbedInstance("float32", "neg")]
 
 
-def test_an_uncaptured_instance_makes_the_failing_calls_of_its_op_at_its_own_dtype(tmp_path: Path) -> None:
-    # Upstream test_reductions on OpenReg: masked.std calls aten::_conj in complex64 only, which
-    # kills the process; test_reference_masked captured it in complex64, test_noncontiguous_all
-    # only in float32 (its complex64 instance was over the budget) and crashed in the draft.
-    conj, where = "aten::_conj(complex64)", "test/test_reductions.py::TestReductionsCPU::"
+CONJ, REDUCTIONS = "aten::_conj(complex64)", "test/test_reductions.py::TestReductionsCPU::"
 
-    def rec(test: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
-        return OpRecord(f"{where}{test}_masked_std_cpu_{dtype}", f"TestReductions::{test}", source, device="cpu",
-                        dtype=dtype, op="masked.std", calls=calls)
 
-    found = _evidence(tmp_path, (
-        rec("test_reference_masked", "complex64", "captured", (ADD, conj)),
-        rec("test_reference_masked", "float32", "captured", (ADD,)),
-        rec("test_noncontiguous_all", "float32", "captured", (ADD,)),
-        rec("test_noncontiguous_all", "complex64", "static"),  # left out by the budget
-        rec("test_noncontiguous_all", "float64", "static"),  # a dtype no test captured it in
-    ), {conj: ProbeResult(conj, "crash", "the process died (signal SIGSEGV)"), ADD: ProbeResult(ADD, "works")})
+def _masked_std(test: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
+    return OpRecord(f"{REDUCTIONS}{test}_masked_std_cpu_{dtype}", f"TestReductions::{test}", source, device="cpu",
+                    dtype=dtype, op="masked.std", calls=calls)
+
+
+# Upstream test_reductions on OpenReg: masked.std calls aten::_conj in complex64 only, which
+# kills the process; test_reference_masked captured it in complex64, test_noncontiguous_all
+# only in float32 (its complex64 instance was over the budget) and crashed in the draft.
+INHERITED = {
+    "every captured instance of its op at its dtype makes the call": (
+        (_masked_std("test_reference_masked", "complex64", "captured", (ADD, CONJ)),
+         _masked_std("test_reference_masked", "float32", "captured", (ADD,)),
+         _masked_std("test_noncontiguous_all", "complex64", "static"),  # left out by the budget
+         _masked_std("test_noncontiguous_all", "float64", "static")),  # a dtype no test captured it in
+        {CONJ: ("crash", "the process died (signal SIGSEGV)")},
+        [ProbedInstance("complex64", "masked.std", gaps=(CONJ,)), ProbedInstance("float32", "masked.std")]),
+    "a captured instance at that dtype does not make it": (
+        (_masked_std("test_reference_masked", "complex64", "captured", (ADD, CONJ)),
+         _masked_std("test_ref_small_input", "complex64", "captured", (ADD,)),  # reaches no conj: the op need not
+         _masked_std("test_noncontiguous_all", "complex64", "static")),
+        {}, [ProbedInstance("float32", "masked.std")]),
+}
+
+
+@pytest.mark.parametrize("records, gaps, instances", INHERITED.values(), ids=INHERITED.keys())
+def test_an_uncaptured_instance_makes_the_failing_calls_every_captured_one_of_its_op_at_its_dtype_makes(
+        tmp_path: Path, records: tuple[OpRecord, ...], gaps: dict[str, tuple[str, str]],
+        instances: list[ProbedInstance]) -> None:
+    found = _evidence(tmp_path, (*records, _masked_std("test_noncontiguous_all", "float32", "captured", (ADD,))),
+                      {CONJ: ProbeResult(CONJ, "crash", "the process died (signal SIGSEGV)"), ADD: ProbeResult(ADD, "works")})
     noncontig = found[TestKey.parse("test/test_reductions.py::TestReductions::test_noncontiguous_all")]
-    assert noncontig.gaps == {conj: ("crash", "the process died (signal SIGSEGV)")}
-    assert sorted(noncontig.instances, key=lambda i: i.dtype or "") == [
-        ProbedInstance("complex64", "masked.std", gaps=(conj,)), ProbedInstance("float32", "masked.std")]
-
-
-def test_a_dtypes_gap_not_every_captured_instance_reaches_is_not_inherited(tmp_path: Path) -> None:
-    conj, where = "aten::_conj(complex64)", "test/test_reductions.py::TestReductionsCPU::"
-
-    def rec(test: str, dtype: str, source: str, calls: tuple[str, ...] = ()) -> OpRecord:
-        return OpRecord(f"{where}{test}_masked_std_cpu_{dtype}", f"TestReductions::{test}", source, device="cpu",
-                        dtype=dtype, op="masked.std", calls=calls)
-
-    found = _evidence(tmp_path, (
-        rec("test_reference_masked", "complex64", "captured", (ADD, conj)),
-        rec("test_ref_small_input", "complex64", "captured", (ADD,)),  # reaches no conj: the op need not
-        rec("test_noncontiguous_all", "float32", "captured", (ADD,)),
-        rec("test_noncontiguous_all", "complex64", "static"),
-    ), {conj: ProbeResult(conj, "crash", "the process died (signal SIGSEGV)"), ADD: ProbeResult(ADD, "works")})
-    noncontig = found[TestKey.parse("test/test_reductions.py::TestReductions::test_noncontiguous_all")]
-    assert noncontig.gaps == {}
-    assert noncontig.instances == (ProbedInstance("float32", "masked.std"),)
+    assert noncontig.gaps == gaps
+    assert sorted(noncontig.instances, key=lambda i: i.dtype or "") == instances
 
 
 def test_the_draft_isolates_the_dtypes_of_the_calls_that_killed_the_probe() -> None:
