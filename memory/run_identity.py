@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -40,12 +41,20 @@ def _files(roots: Iterable[Path], suffixes: tuple[str, ...]) -> list[Path]:
 
 def module_files(profile: BackendProfile, profile_path: Path) -> list[Path]:
     """The installed files of the profile's backend module (its top-level package), found
-    without importing it, on the profile's ``python_path`` first."""
+    without importing it, on the profile's ``python_path`` first, then wherever the
+    interpreter's finders map it: an editable install (``pip install -e``, as OpenReg's
+    build.sh installs it) is found by a finder of its own, not on ``sys.path``, and without
+    it a backend that lost a kernel since the last night looked unchanged."""
     if not profile.backend_module:
         return []
     top = profile.backend_module.split(":", 1)[0].split(".", 1)[0]
     paths = [str((profile_path.parent / p).resolve()) for p in profile.python_path]
     spec = importlib.machinery.PathFinder.find_spec(top, paths + [p for p in sys.path if p])
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(top)  # sys.meta_path's finders; a top-level name imports nothing
+        except (ImportError, ValueError):
+            spec = None
     if spec is None:
         return []
     if spec.submodule_search_locations:
