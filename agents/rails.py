@@ -103,8 +103,9 @@ def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest 
                                      f"{', '.join(base.dtypes) or 'none (not parametrized by dtype)'}"))
         ops = [o for o in decision.exclude_ops if not _names_op_of(o, base.ops, base.dtypes)]
         if ops:
+            at = f" and its dtypes {', '.join(base.dtypes) or 'none'}" if any(split_op_at(o)[1] for o in ops) else ""
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_ops {', '.join(ops)}: the test's OpInfo ops are "
-                                     f"{', '.join(base.ops) or 'none (not an @ops test)'}"))
+                                     f"{', '.join(base.ops) or 'none (not an @ops test)'}{at}"))
     return out
 
 

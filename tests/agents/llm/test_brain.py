@@ -257,6 +257,28 @@ def test_an_exclusion_the_test_does_not_have_is_reasked(fake_openai: FakeOpenAI,
     assert "[bad_edit] exclude_ops addmm: the test's OpInfo ops are _scaled_mm" in fake_openai.requests[1]["messages"][-1]["content"]
 
 
+@pytest.mark.parametrize(("excluded", "reasked"), [
+    # An op in one of the test's dtypes only (prompts/bucket.md: `op@dtype`) is an edit the
+    # config carries; the same op at a dtype the test does not run is not.
+    ("mul@float64", None),
+    ("mul@int8", "[bad_edit] exclude_ops mul@int8: the test's OpInfo ops are mul and its dtypes float32, float64"),
+])
+def test_an_op_excluded_in_one_dtype_is_kept_when_the_test_runs_it(
+        fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path,
+        excluded: str, reasked: str | None) -> None:
+    request = BucketRequest("TestA::test_mm", "test_a.py", "hash-mm", ops=("mul",), dtypes=("float32", "float64"),
+                            aten_ops=("aten::mul.Tensor",))
+    brain, fallback = make(llm_settings, tmp_path)
+    fake_openai.script(answer({"decisions": [{**item("TestA::test_mm"), "exclude_ops": [excluded]}]}),
+                       answer({"decisions": [item("TestA::test_mm", "xfail_strict")]}))
+    [decision] = brain.bucket([request], ctx)
+    if reasked is None:
+        assert len(fake_openai.requests) == 1 and decision.exclude_ops == (excluded,)
+    else:
+        assert reasked in fake_openai.requests[1]["messages"][-1]["content"] and decision.exclude_ops == ()
+    assert decision.brain == "llm" and fallback.asked == []
+
+
 def test_under_a_budget_the_first_question_measures_and_the_rest_waits_for_the_budget(
         fake_openai: FakeOpenAI, llm_settings: LLMSettings, ctx: BrainContext, tmp_path: Path) -> None:
     # The first answer streams slowly (0.05 s per chunk, well over the 0.5 s budget in all):
