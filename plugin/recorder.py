@@ -25,6 +25,27 @@ MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (boun
 NO_EXAMPLE = "\0no example"  # a call noted for its key only (its key has an example, or the budget is spent)
 
 
+# Overloads whose ZeroTensor kernel segfaults when called under any TorchDispatchMode (torch
+# 2.13, a bare mode too): gradcheck's undefined-tangent check (_test_undefined_forward_mode)
+# calls them on efficient zero tangents, so upstream test_ops_fwd_gradients' float64
+# forward-AD instances of add, addmm, addcdiv, ldexp & co. killed the capture's worker, 11
+# times in OpenReg's cold corpus capture (each replacement worker collects the whole
+# selection again). They are called on materialized zeros instead: the same values.
+ZERO_TENSOR_SEGFAULTS = frozenset({"aten::mul.Scalar", "aten::add.Scalar"})
+
+
+def _materialized(args: Any) -> Any:
+    """``args`` with each efficient zero tensor replaced by an ordinary tensor of zeros."""
+    import torch
+
+    def plain(a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and torch._is_zerotensor(a):
+            return torch.zeros(a.shape, dtype=a.dtype, device=a.device)
+        return a
+
+    return tuple(plain(a) for a in args)
+
+
 @lru_cache(maxsize=1)
 def recorder_class() -> type:
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -62,6 +83,8 @@ def recorder_class() -> type:
             """Call ``func`` and note it as ``name`` (its key, example, and whether it raised)."""
             # Before the call: an in-place or out= op would change what its inputs looked like.
             pending = self._note(name, args, kwargs)
+            if name in ZERO_TENSOR_SEGFAULTS:
+                args = _materialized(args)
             try:
                 out = func(*args, **kwargs)
             except BaseException as exc:

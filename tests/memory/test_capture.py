@@ -238,6 +238,32 @@ def test_recorder_runs_higher_order_ops() -> None:
     assert {"higher_order::cond", "aten::ones", "aten::sum"} <= names
 
 
+ZERO_TENSOR_CALL = """
+import torch
+from testcurator.plugin.recorder import recorder_class
+
+with recorder_class()() as recorder:
+    zero = torch._efficientzerotensor((2, 3), dtype=torch.float64)
+    out = torch.ops.aten.{overload}(zero, 2)
+print(out.tolist(), sorted(c for c in recorder.calls if c.startswith("aten::{overload}")))
+"""
+
+
+@pytest.mark.parametrize(("overload", "values"), [("mul.Scalar", 0.0), ("add.Scalar", 2.0)])
+def test_an_efficient_zero_tensor_under_the_recorder_does_not_kill_the_process(overload: str, values: float) -> None:
+    """gradcheck's undefined-tangent check calls these on efficient zero tangents; their
+    ZeroTensor kernels segfault under any TorchDispatchMode (torch 2.13), and upstream
+    test_ops_fwd_gradients' float64 forward-AD instances killed the capture's worker. In a
+    child process: a segfault here must fail this test, not end the suite's worker."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ZERO_TENSOR_CALL.format(overload=overload)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"{[[values] * 3] * 2} ['aten::{overload}(float64)']"
+
+
 def test_capture_records_calls_with_one_replayable_example_each(captured: Path, tmp_path: Path) -> None:
     from testcurator.plugin.callspec import rebuild
 
