@@ -21,7 +21,7 @@ from typing import Any
 from testcurator.errors import MemoryStoreError
 from testcurator.memory.evidence import read_keyed, write_keyed
 from testcurator.memory.opmap import InstanceCalls, OpMap
-from testcurator.plugin.callspec import is_host_call, is_raise_call, raise_call, split_key
+from testcurator.plugin.callspec import is_host_call, is_raise_call, raised_call, split_key
 from testcurator.runner.probe.replay import REPLAY_VERSION, ProbeResult
 from testcurator.names import split_dtypes
 from testcurator.runner.results.classify import MISSING_KERNEL
@@ -226,7 +226,7 @@ def _twins_for_raised(inst: InstanceCalls, known: Callable[[str], tuple[str, str
     ``polygamma(-1, x)`` raises its message on curatedev too, before the missing kernel). A twin
     the probe could not replay is dropped, and the call it stands for kept."""
     replayed = {c for c in inst.calls if is_raise_call(c) and known(c) is not None}
-    superseded = {c for c in inst.raised if raise_call(c) in replayed}
+    superseded = {raised_call(c)[0] for c in replayed} & set(inst.raised)
     calls = tuple(c for c in inst.calls if c not in superseded and (not is_raise_call(c) or c in replayed))
     return inst if calls == inst.calls else replace(inst, calls=calls)
 

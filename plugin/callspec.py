@@ -98,24 +98,37 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     return op, tuple(inner.split(",")) if inner else ()
 
 
-# A call that raised on CPU is also noted as its raising twin, ``raises:aten::polygamma(float32)``,
+# A call that raised on CPU is also noted as its raising twin, ``raises:RuntimeError:aten::polygamma(float32)``,
 # whose example is the raising inputs: the probe replays them on CPU and on the device, and the
 # twin works when the device raises the same error (a check the op makes before its kernel).
+# The twin names the exception's type: one example per twin and process, and one call raises
+# for different reasons in different tests (upstream test_embedding_scalar_weight_error's 0-d
+# weight, a RuntimeError from embedding's own check; another test's index out of range, an
+# IndexError from index_select's kernel). Untyped, the first test's inputs stood for both.
 RAISE_PREFIX = "raises:"
 
 
-def raise_call(key: str) -> str:
-    """``aten::polygamma(float32)`` -> ``raises:aten::polygamma(float32)``."""
-    return f"{RAISE_PREFIX}{key}"
+def raise_call(key: str, error: str) -> str:
+    """(``aten::polygamma(float32)``, ``RuntimeError``) -> ``raises:RuntimeError:aten::polygamma(float32)``."""
+    return f"{RAISE_PREFIX}{error}:{key}"
 
 
 def is_raise_call(key: str) -> bool:
     return key.startswith(RAISE_PREFIX)
 
 
+def raised_call(key: str) -> tuple[str, str]:
+    """(the call, the exception type's name) a raising twin stands for; (``key``, "") for any other key."""
+    if not is_raise_call(key):
+        return key, ""
+    error, _, call = key.removeprefix(RAISE_PREFIX).partition(":")
+    return call, error
+
+
 def call_words(key: str) -> str:
     """How a reason names a call: a raising twin as the call with the inputs it raised on."""
-    return f"{key.removeprefix(RAISE_PREFIX)} (the inputs that raised on CPU)" if is_raise_call(key) else key
+    call, error = raised_call(key)
+    return f"{call} (the inputs that raised {error} on CPU)" if error else key
 
 
 def python_call(name: str) -> str:

@@ -33,7 +33,7 @@ from testcurator.agents.decision import Decision
 from testcurator.names import split_dtypes
 from testcurator.pipelines.gaps import derive
 from testcurator.pipelines.gaps.sources import RunSources, record_key, record_kind
-from testcurator.plugin.callspec import RAISE_PREFIX, split_key
+from testcurator.plugin.callspec import raised_call, split_key
 from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import FAILING, NOT_RUN, PROBE_GAPS, TestKey, op_base
@@ -132,8 +132,7 @@ def _probe_hits(calls: frozenset[str], src: RunSources, undeclared: set[str]) ->
         result = src.probe.get(call)
         if result is None or result.status not in PROBE_GAPS:
             continue
-        op, dtypes = split_key(call)
-        op = op.removeprefix(RAISE_PREFIX)  # a raising twin's gap is its call's
+        op, dtypes = split_key(raised_call(call)[0])  # a raising twin's gap is its call's
         missing = [d for d in dtypes if src.declared_dtypes is not None and d not in src.declared_dtypes]
         if result.status == "unsupported_dtype" and missing:
             yield from (Hit(GapId(DTYPE, d), "unsupported_dtype", (d,), call, "probe") for d in missing)

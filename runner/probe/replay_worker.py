@@ -21,12 +21,12 @@ from typing import IO, Any
 
 from testcurator.plugin.callspec import (
     PYTHON_NAMESPACE,
-    RAISE_PREFIX,
     dispatch_op,
     is_host_call,
     is_module_call,
     is_python_call,
     is_raise_call,
+    raised_call,
     rebuild,
     split_key,
     to_device,
@@ -97,7 +97,7 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
         return _replay_module(key, example, device)
     with torch.no_grad():
         if is_raise_call(key):
-            return _replay_raising(key.removeprefix(RAISE_PREFIX), example, device)
+            return _replay_raising(raised_call(key)[0], example, device)
         return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
 
 

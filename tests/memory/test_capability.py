@@ -325,16 +325,16 @@ def test_a_call_made_to_see_it_raise_is_judged_by_its_raising_twin(tmp_path: Pat
 
     def rec(test: str, call: str) -> OpRecord:
         return OpRecord(f"{path}{test}_cpu", f"TestUnaryUfuncs::{test}", "captured", device="cpu",
-                        calls=(ADD, call, raise_call(call)), raised=(call, raise_call(call)))
+                        calls=(ADD, call, raise_call(call, "RuntimeError")), raised=(call, raise_call(call, "RuntimeError")))
 
     found = _evidence(tmp_path, (rec("test_polygamma_neg", poly), rec("test_index_error", isel),
                                  rec("test_neg_error", neg)), {
         poly: ProbeResult(poly, "missing_kernel", _missing("aten::polygamma.out")),
-        raise_call(poly): ProbeResult(raise_call(poly), "works"),
+        raise_call(poly, "RuntimeError"): ProbeResult(raise_call(poly, "RuntimeError"), "works"),
         isel: ProbeResult(isel, "missing_kernel", _missing("aten::index_select")),
-        raise_call(isel): ProbeResult(raise_call(isel), "missing_kernel", _missing("aten::index_select")),
+        raise_call(isel, "RuntimeError"): ProbeResult(raise_call(isel, "RuntimeError"), "missing_kernel", _missing("aten::index_select")),
         neg: ProbeResult(neg, "missing_kernel", _missing("aten::neg.out")),
-        raise_call(neg): ProbeResult(raise_call(neg), "not_probed", "CPU replay did not raise"),
+        raise_call(neg, "RuntimeError"): ProbeResult(raise_call(neg, "RuntimeError"), "not_probed", "CPU replay did not raise"),
         ADD: ProbeResult(ADD, "works")})
 
     def instance(test: str) -> ProbedInstance:
@@ -342,5 +342,5 @@ def test_a_call_made_to_see_it_raise_is_judged_by_its_raising_twin(tmp_path: Pat
         return inst
 
     assert instance("test_polygamma_neg") == ProbedInstance(None, None, None)
-    assert instance("test_index_error") == ProbedInstance(None, None, None, (raise_call(isel),), (raise_call(isel),))
+    assert instance("test_index_error") == ProbedInstance(None, None, None, (raise_call(isel, "RuntimeError"),), (raise_call(isel, "RuntimeError"),))
     assert instance("test_neg_error") == ProbedInstance(None, None, None, (neg,), (neg,))

@@ -16,6 +16,7 @@ from testcurator.plugin.callspec import (
     is_host_call,
     is_raise_call,
     raise_call,
+    raised_call,
     rebuild,
     split_key,
     to_device,
@@ -103,6 +104,10 @@ def test_host_calls_are_the_pinning_ops_by_name() -> None:
 
 
 def test_a_raising_twin_is_named_for_a_reader_as_the_call_and_its_raising_inputs() -> None:
-    assert call_words(raise_call("aten::polygamma(float32)")) == "aten::polygamma(float32) (the inputs that raised on CPU)"
+    twin = raise_call("aten::polygamma(float32)", "RuntimeError")
+    assert call_words(twin) == "aten::polygamma(float32) (the inputs that raised RuntimeError on CPU)"
     assert call_words("aten::polygamma(float32)") == "aten::polygamma(float32)"
-    assert is_raise_call(raise_call("aten::neg(float32)")) and not is_raise_call("aten::neg(float32)")
+    assert is_raise_call(twin) and not is_raise_call("aten::neg(float32)")
+    # the call and the error a twin stands for, an op's "::" kept whole
+    assert raised_call(twin) == ("aten::polygamma(float32)", "RuntimeError")
+    assert raised_call("aten::neg(float32)") == ("aten::neg(float32)", "")

@@ -235,7 +235,7 @@ def test_a_call_made_to_raise_a_bare_runtime_error_is_no_gap(expects: str, mode:
 
 def test_a_raising_twins_gap_is_named_as_the_call_and_its_raising_inputs() -> None:
     # upstream test_trivial_fancy_out_of_bounds: the bound check is in the kernel the device lacks
-    twin = raise_call(SORT)
+    twin = raise_call(SORT, "IndexError")
     record = decide(ProbeEvidence({twin: MISSING}, (I("float32", None, (twin,)),)))
     assert record.mode == "xfail_strict"
-    assert f"replayed {SORT} (the inputs that raised on CPU) on curatedev: missing_kernel" in record.reason, record.reason
+    assert f"replayed {SORT} (the inputs that raised IndexError on CPU) on curatedev: missing_kernel" in record.reason, record.reason

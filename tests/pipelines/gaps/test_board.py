@@ -77,12 +77,12 @@ def _run(k: Any) -> Any:
                # DLPack maps the device in Python: the probe's replay fails as the draft did
                "python::Tensor.__dlpack_device__(float32)": ("error", "ValueError: Unknown device type gapdev for Dlpack"),
                # a raising twin: its gap is its call's op
-               "raises:aten::dot(float32,float32)": ("missing_kernel", DOT)},
+               "raises:RuntimeError:aten::dot(float32,float32)": ("missing_kernel", DOT)},
         capture=[
             k.captured("test_ops", ["aten::dot(float32,float32)", "aten::dot.out(float32,float32,float32)"], op="matmul"),
             k.captured("test_ops", ["aten::dot(int64,int64)"], op="matmul", dtype="int64"),
             k.captured("test_mv", ["aten::dot(float32,float32)", "aten::addmv(float32,float32,float32)",
-                                   "raises:aten::dot(float32,float32)"]),
+                                   "raises:RuntimeError:aten::dot(float32,float32)"]),
             k.captured("test_layer_norm", ["aten::native_layer_norm(float32)", "aten::add.Tensor(float32,float32)"]),
             k.captured("test_unfold_view", ["aten::unfold(float32)", "aten::select.int(float32)",
                                             "aten::copy_(float32,float32)"], dtype=None),

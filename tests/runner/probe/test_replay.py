@@ -170,16 +170,17 @@ def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
     # Upstream test_polygamma_neg: polygamma checks n before its kernel, which curatedev lacks,
     # so the device raises CPU's very error; index_select's bound check is in the kernel itself.
     x = torch.tensor([1.0, 2.0])
-    cases = {"aten::polygamma(float32)": ((-1, x), "works"),
-             "aten::index_select(float32,int64)": ((x, 0, torch.tensor([5])), "missing_kernel"),
-             "aten::neg(float32)": ((x,), "not_probed"),  # it does not raise on CPU: nothing to compare
+    cases = {raise_call("aten::polygamma(float32)", "RuntimeError"): ((-1, x), "works"),
+             raise_call("aten::index_select(float32,int64)", "IndexError"): ((x, 0, torch.tensor([5])), "missing_kernel"),
+             # it does not raise on CPU: nothing to compare
+             raise_call("aten::neg(float32)", "RuntimeError"): ((x,), "not_probed"),
              # upstream test_broadcast_to: the message names the device's tensor type
              # (curatedevFloatType{...} where CPU says torch.FloatTensor{...}), nothing else differs
-             "aten::expand(float32)": ((torch.empty(5, 1, 2, 3), [1, 2, 3]), "works")}
-    calls = {raise_call(key): example(args, {}) for key, (args, _) in cases.items()}
+             raise_call("aten::expand(float32)", "RuntimeError"): ((torch.empty(5, 1, 2, 3), [1, 2, 3]), "works")}
+    calls = {key: example(args, {}) for key, (args, _) in cases.items()}
     results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
-    assert {k: r.status for k, r in results.items()} == {raise_call(k): status for k, (_, status) in cases.items()}
-    assert "did not raise" in results[raise_call("aten::neg(float32)")].error
+    assert {k: r.status for k, r in results.items()} == {k: status for k, (_, status) in cases.items()}
+    assert "did not raise" in results[raise_call("aten::neg(float32)", "RuntimeError")].error
 
 
 @pytest.mark.parametrize(("device_error", "same"), [
