@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testcurator.errors import ExecutionError
-from testcurator.runner.command import pytest_argv, reference_env, run_logged, tree_options
+from testcurator.runner.command import pytest_argv, reference_env, run_bounded, tree_options
 from testcurator.runner.shards.durations import DurationStore
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.shards.executors import Executor, Job
@@ -56,6 +56,7 @@ class CaptureJob:
     workers: int = 1
     extra: tuple[str, ...] = ()  # more pytest options (a delta's selection)
     timeout: float = CAPTURE_TIMEOUT
+    limit_s: float | None = None  # the pytest is stopped after this many seconds (the capture's limit)
     # A pytest started ahead, used when it fits (local executor only: it is not picklable).
     warm: WarmPytest | None = field(default=None, compare=False)
 
@@ -67,6 +68,7 @@ class CaptureOutput:
     # Files that did not import (relative to the torch root) -> pytest's collection error.
     collect_errors: tuple[tuple[str, str], ...] = ()
     died: tuple[str, ...] = ()  # tests whose process died under them (the capture's timeout, a crash)
+    stopped: tuple[str, ...] = ()  # tests it never ran: the pytest was stopped at the job's limit
 
 
 def capture_shard(job: CaptureJob) -> CaptureOutput:
@@ -92,12 +94,12 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     argv = [*cmd, *tree_options(job.torch_root, job.work), *job.extra, f"@{argsfile}"]
     env, log = reference_env(), job.work / "capture.log"
     if job.warm is not None and job.warm.fits(argv, job.torch_root, env):
-        returncode = job.warm.run(argv, log)
+        returncode, stopped = job.warm.run(argv, log), False
     else:
-        returncode = run_logged(argv, cwd=job.torch_root, env=env, log=log)
+        returncode, stopped = run_bounded(argv, cwd=job.torch_root, env=env, log=log, limit_s=job.limit_s)
     parts = sorted(job.work.glob(part.name + "*"))
     scan = scan_events(events)
-    if not scan.clean(returncode):
+    if not stopped and not scan.clean(returncode):
         # Something is off (a test died, pytest stopped early): the runner's full fold says
         # what, exactly as for any other pass. A clean pass needs only the scan.
         fold = EventFold()
@@ -109,7 +111,7 @@ def capture_shard(job: CaptureJob) -> CaptureOutput:
     rootdir = Path(scan.rootdir) if scan.rootdir else job.torch_root
     errors = tuple((Path(os.path.relpath(rootdir / nodeid, job.torch_root)).as_posix(), text)
                    for nodeid, text in scan.collect_errors.items() if nodeid)
-    return CaptureOutput(_read_parts(parts), scan.records, errors, scan.died)
+    return CaptureOutput(_read_parts(parts), scan.records, errors, scan.died, scan.unstarted if stopped else ())
 
 
 def _read_parts(parts: Sequence[Path]) -> str:
@@ -132,6 +134,7 @@ class EventScan:
     selected_known: bool
     unrun: bool  # a collected test neither finished nor failed to collect
     died: tuple[str, ...] = ()  # the tests that started and never finished (their process died under them)
+    unstarted: tuple[str, ...] = ()  # collected tests that never started (nor failed to collect)
     collect_errors: Mapping[str, str] = field(default_factory=dict)  # node id (a file) -> error text
     rootdir: str | None = None  # pytest's rootdir, which collection error node ids are relative to
 
@@ -186,6 +189,7 @@ def scan_events(events: Path) -> EventScan:
     records = tuple(TestRecord(n, outcome[n], device=device[n], duration=seconds[n]) for n in finished)
     return EventScan(records, selected, died=tuple(n for n in seconds if n not in finished),
                      unrun=any(n not in finished and n not in errors for n in collected),
+                     unstarted=tuple(n for n in collected if n not in seconds and n not in errors),
                      collect_errors=errors, rootdir=rootdir)
 
 
@@ -217,13 +221,16 @@ def plan_targets(targets: Sequence[str], known: Mapping[str, float], shards: int
 def run_capture(
     torch_root: Path, targets: Sequence[str], out: Path, work: Path, *, state_dir: Path, executor: Executor,
     shards: int = 1, workers: int = 1, extra: Sequence[str] = (), collect_errors: dict[str, str] | None = None,
-    warm: WarmPytest | None = None, died: set[str] | None = None,
+    warm: WarmPytest | None = None, died: set[str] | None = None, limit_s: float | None = None,
+    stopped: set[str] | None = None,
 ) -> bool:
     """Capture ``targets`` (files or exact node ids) into ``out`` (JSON lines); False when
     nothing was captured. ``extra``: pytest options every job gets. ``collect_errors``, when
     given, receives the files that did not import (file -> pytest's error text). ``warm``: a
     pytest started ahead that a single local job runs in when it fits. ``died``, when given,
-    receives the node ids of the tests whose process died under them.
+    receives the node ids of the tests whose process died under them. ``limit_s``: each job's
+    pytest is stopped after that many seconds; ``stopped``, when given, receives the node ids
+    of the tests a stopped pytest never ran.
 
     The reference device is the CPU: give an executor whose jobs ask for no device."""
     with DurationStore(state_dir) as store:
@@ -231,7 +238,7 @@ def run_capture(
         plan = plan_targets(targets, known, shards)
         warm = warm if len(plan) == 1 and executor.name == "local" else None
         jobs = [Job(label, capture_shard, CaptureJob(torch_root, part, work / f"{k}-of-{len(plan)}", label, workers,
-                                                    tuple(extra), warm=warm))
+                                                    tuple(extra), limit_s=limit_s, warm=warm))
                 for k, part in enumerate(plan, start=1)
                 for label in [f"capture shard {k}/{len(plan)}" if len(plan) > 1 else "op capture"]]
         outputs = executor.run(jobs)
@@ -240,6 +247,8 @@ def run_capture(
         collect_errors.update(error for o in outputs for error in o.collect_errors)
     if died is not None:
         died.update(n for o in outputs for n in o.died)
+    if stopped is not None:
+        stopped.update(n for o in outputs for n in o.stopped)
     text = "".join(o.captured for o in outputs)
     if not text:
         return False

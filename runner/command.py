@@ -11,6 +11,7 @@ explicitly rather than by ``--deselect`` (which matches by prefix: deselecting
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -140,6 +141,36 @@ def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: P
     with log.open("w", encoding="utf-8") as out:
         return subprocess.run(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
                               check=False, timeout=timeout_s).returncode
+
+
+def run_bounded(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log: Path,
+                limit_s: float | None) -> tuple[int, bool]:
+    """:func:`run_logged` in a session of its own, stopped with everything it started (xdist's
+    workers) once it has run ``limit_s`` seconds: (its exit code, whether it was stopped)."""
+    with log.open("w", encoding="utf-8") as out:
+        proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=limit_s), False
+        except subprocess.TimeoutExpired:
+            stop_session(proc)
+            return proc.returncode, True
+        except BaseException:
+            stop_session(proc)
+            raise
+
+
+def stop_session(proc: subprocess.Popen[bytes]) -> None:
+    """End a process started with a session of its own, and what it started: SIGTERM, then SIGKILL."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 def build_env(spec: RunSpec) -> dict[str, str]:

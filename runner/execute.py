@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from testcurator.plugin.only import write_keys
-from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args
+from testcurator.runner.command import RunSpec, Selection, build_env, pytest_command, select, shard_args, stop_session
 from testcurator.runner.eventlog import EventFold, EventTail
 from testcurator.runner.results.junit_write import write_junit
 from testcurator.runner.manifest import build_manifest, write_manifest
@@ -201,7 +201,7 @@ class _Pass:
                     time.sleep(POLL_S)
                     self._drain(tail, fold)
             except BaseException:
-                _stop(proc)
+                stop_session(proc)
                 raise
         pidfile.unlink(missing_ok=True)
         self._drain(tail, fold)
@@ -251,14 +251,6 @@ def _reap_orphans(work: Path) -> None:
         except (ProcessLookupError, PermissionError, ValueError):
             pass  # already gone
         pidfile.unlink(missing_ok=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        proc.kill()
 
 
 def merge_retry(first: dict[str, TestRecord], retry: dict[str, TestRecord], attempt: int) -> dict[str, TestRecord]:

@@ -4,11 +4,12 @@ others are projected, and a warm run captures nothing that did not change."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from testcurator.memory import stage
+from testcurator.memory import capture_run, stage
 from testcurator.memory.capture_run import DEFAULT_INSTANCE_S
 from testcurator.memory.capture_select import NOT_ON_DEVICE, SAME_KIND, SKIPPED_UPSTREAM
 from testcurator.memory.evidence import read_evidence
@@ -227,3 +228,27 @@ def test_a_file_whose_only_missing_instances_killed_their_process_is_cached(tmp_
     assert (figures[1]["files_captured"], figures[1]["files_reused"]) == ((0, 1) if cached else (1, 0))
     ran = read_evidence(tmp_path / "run2" / stage.EVIDENCE)[TestKey.of(FILE, "TestDying::test_a_add")].cpu
     assert list(ran.values()) == ["passed"]
+
+
+# A test far slower under the dispatch mode than the budget's estimate (upstream test_modules'
+# float64 gradchecks: minutes each), then one after it.
+SLOW = DYING.format(later=LATER).replace("import os", "import time").replace("os._exit(3)", "time.sleep(600)")
+
+
+@pytest.mark.slow
+def test_a_capture_past_its_limit_is_stopped_and_keeps_what_it_recorded(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The budget bounds an estimate; the limit bounds the wall. Stopped there, the capture keeps
+    # what it recorded, leaves out the instance it never started, and caches the file (a capture
+    # stopped every night at its limit would cost its limit every night).
+    monkeypatch.setattr(capture_run, "CAPTURE_LIMIT_FLOOR_S", 20.0)
+    tree, state = _tree(tmp_path), tmp_path / "state"
+    (tree / FILE).write_text(SLOW, encoding="utf-8")
+    started = time.monotonic()
+    figures = _memory(tree, state, tmp_path / "run1", budget_s=1.0)["capture"]
+    assert time.monotonic() - started < 120  # not test_b's 600 s
+    assert figures["left_out"]["not run: the capture stopped at its limit (20 s)"] == 1  # test_c
+    assert (figures["kept"], figures["files_captured"]) == (2, 1)
+    ran = read_evidence(tmp_path / "run1" / stage.EVIDENCE)[TestKey.of(FILE, "TestDying::test_a_add")].cpu
+    assert list(ran.values()) == ["passed"]
+    assert len(list((state / capture_run.CACHE_DIR).glob("*.jsonl"))) == 1
