@@ -28,7 +28,7 @@ NO_EXAMPLE = "\0no example"  # a call noted for its key only (its key has an exa
 # Overloads whose ZeroTensor kernel segfaults when called under any TorchDispatchMode (torch
 # 2.13, a bare mode too): gradcheck's undefined-tangent check (_test_undefined_forward_mode)
 # calls them on efficient zero tangents, so upstream test_ops_fwd_gradients' float64
-# forward-AD instances of add, addmm, addcdiv, ldexp & co. killed the capture's worker, 11
+# forward-AD instances of add, addmm, addcdiv, ldexp & co. killed the capture's worker, 12
 # times in OpenReg's cold corpus capture (each replacement worker collects the whole
 # selection again). They are called on materialized zeros instead: the same values.
 ZERO_TENSOR_SEGFAULTS = frozenset({"aten::mul.Scalar", "aten::add.Scalar"})
