@@ -172,11 +172,11 @@ def instrumented(meter: Meter, executor: str = "local") -> Iterator[None]:
     patches = [(nightly, "scope", "scope"), (nightly, "memory", "memory (all)"), (nightly, "bucket_file", "bucket"), (nightly, "draft", "bucket"),
                (nightly, "emit", "emit"), (nightly, "report", "report"), (nightly, "_summaries", "summaries"),
                (stage, "build", "index"), (stage, "_static_map", "static map"), (stage, "_device_map", "device map"),
-               (capture_run, "run_capture", "capture: after tests"), (capture_shards, "run_logged", "capture: tests"),
+               (capture_run, "run_capture", "capture: after tests"), (capture_shards, "run_bounded", "capture: tests"),
                (stage, "_ingest", "op map ingest"), (stage, "write_evidence", "evidence"), (stage, "gather", "evidence"),
                (stage, "read_capture", "evidence")]
     if executor != "local":
-        patches.remove((capture_shards, "run_logged", "capture: tests"))
+        patches.remove((capture_shards, "run_bounded", "capture: tests"))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     for module, attr, name in patches:
         setattr(module, attr, _timed(meter, name, getattr(module, attr)))
