@@ -23,6 +23,7 @@ sparse tensor, a tensor over :data:`MAX_NUMEL` elements) gets no example (the pr
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -68,6 +69,33 @@ def _tensor_dtypes(value: Any, torch: Any, out: list[str], layouts: set[str]) ->
                 _tensor_dtypes(item, torch, out, layouts)
 
 
+@functools.lru_cache(maxsize=None)
+def _sparse_flag(op: str) -> tuple[int, str] | None:
+    """Position and name of the op's ``sparse: bool`` argument (embedding's and embedding_bag's
+    backward), None for an op without one or one that does not resolve."""
+    import torch
+
+    namespace, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    try:
+        schema = getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")._schema
+    except (AttributeError, RuntimeError):
+        return None
+    for index, argument in enumerate(schema.arguments):
+        if argument.name == "sparse" and str(argument.type) == "bool":
+            return index, argument.name
+    return None
+
+
+def _asks_sparse(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    flag = _sparse_flag(op) if "::" in op and not op.startswith(("python::", "module::", "higher_order::")) else None
+    if flag is None:
+        return False
+    index, name = flag
+    value = args[index] if index < len(args) else kwargs.get(name, False)
+    return value is True
+
+
 def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
     """``aten::add.Tensor(float32,float32)``: the op and its tensor arguments' dtypes, in order.
 
@@ -75,13 +103,20 @@ def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
     ``aten::clone[sparse_coo](float32)``: a sparse call runs the device's sparse kernels, a
     dense one its dense kernels, and neither says anything about the other (one example per
     key: a sparse ``clone`` example made every dense ``clone(float32)`` of OpenReg's holdout
-    fail in the probe, on Sparseopenreg)."""
+    fail in the probe, on Sparseopenreg). So does a call whose ``sparse`` flag is set (dense
+    inputs, a sparse COO result): with one key for both, upstream
+    test_EmbeddingBag_per_sample_weights_and_new_offsets (``sparse=False``) took the gap of
+    another test's ``_embedding_bag_backward(..., sparse=True)`` example, or not, by which
+    example a capture's worker met first."""
     import torch
 
+    args = tuple(args)
     dtypes: list[str] = []
     layouts: set[str] = set()
     _tensor_dtypes(list(args), torch, dtypes, layouts)
     _tensor_dtypes([kwargs[k] for k in sorted(kwargs)], torch, dtypes, layouts)
+    if _asks_sparse(op, args, kwargs):
+        layouts.add("sparse_coo")
     marker = f"[{','.join(sorted(layouts))}]" if layouts else ""
     return f"{op}{marker}({','.join(dtypes)})"
 

@@ -40,6 +40,24 @@ def test_a_sparse_argument_names_its_layout_in_the_key() -> None:
     assert dispatch_op(split_key("aten::add.Tensor[sparse_coo](float32)")[0]) == "aten::add.Tensor"
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_backward_whose_sparse_flag_is_set_is_keyed_sparse(sparse: bool) -> None:
+    # Dense inputs either way; sparse=True builds a sparse COO gradient (the device's sparse
+    # kernels), and one example must not stand for both.
+    from testcurator.plugin.recorder import recorder_class
+
+    weight = torch.randn(5, 3, requires_grad=True)
+    with recorder_class()() as recorder:
+        torch.nn.functional.embedding_bag(torch.tensor([0, 2, 1]), weight, torch.tensor([0, 1]),
+                                          sparse=sparse).sum().backward()
+    backward = {k for k in recorder.calls if k.startswith("aten::_embedding_bag_backward")}
+    marker = "[sparse_coo]" if sparse else ""
+    assert backward == {f"aten::_embedding_bag_backward{marker}(float32,int64,int64,int64,int64,int64)"}
+    assert call_key("aten::embedding_backward", (torch.ones(2, 3), torch.zeros(2, dtype=torch.long), 5, -1, False),
+                    {"sparse": sparse}).startswith("aten::embedding_backward" + marker + "(")
+    assert dispatch_op(split_key(next(iter(backward)))[0]) == "aten::_embedding_bag_backward"
+
+
 def test_rebuild_keeps_shapes_strides_dtypes_scalars_and_small_integer_values() -> None:
     base = torch.randn(3, 4)
     args = (base.t(), torch.tensor([2, 0]), 1.5, [0, 1], torch.float16, torch.device("cpu"), None)
