@@ -14,7 +14,8 @@ infrastructure failures are not evidence):
 ================  =====================================================================
 held              mandatory_success that passed, or xfailed by upstream's own expectedFailure
                   (pytest's xfailed leaves a mandatory test green); skip/xfail/xfail_strict that failed
-lost_coverage     skip of a test that passes on the device
+lost_coverage     skip of a test that passes on the device (and, counted apart as
+                  ``excluded_passing``: a test whose excluded variants all pass)
 wasted            mandatory_success of a test that fails: device time and a red CI
 passes_anyway     xfail/xfail_strict of a test that passes (strict: fails CI)
 flaky             mixed outcomes across attempts or variants
@@ -36,7 +37,7 @@ from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
-from testcurator.runner.results.records import read_jsonl
+from testcurator.runner.results.records import TestRecord, read_jsonl, write_jsonl
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey, op_excluded
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run", "by_preference")
@@ -143,14 +144,30 @@ def observed(run: EvalRun) -> dict[TestKey, list[ExecutionRecord]]:
     return group_records(records, run.torch_root)
 
 
+def _evidence(variant: ExecutionRecord) -> bool:
+    return variant.failure_class not in NOT_EVIDENCE_CLASSES and any(o != "skipped" for o in variant.outcomes)
+
+
+def _removes(prediction: Prediction, variant: ExecutionRecord) -> bool:
+    """Whether one of the prediction's exclusions (dtype, op, module, params) removes ``variant``."""
+    return (variant.excluded_by(prediction.exclude_dtypes)
+            or op_excluded(variant.op, variant.dtypes, prediction.exclude_ops)
+            or bool(variant.module and variant.module in prediction.exclude_modules)
+            or variant.excluded_by_params(prediction.exclude_params))
+
+
 def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
-    return [v for v in variants
-            if not v.excluded_by(prediction.exclude_dtypes)
-            and not op_excluded(v.op, v.dtypes, prediction.exclude_ops)
-            and not (v.module and v.module in prediction.exclude_modules)
-            and not v.excluded_by_params(prediction.exclude_params)
-            and v.failure_class not in NOT_EVIDENCE_CLASSES
-            and any(o != "skipped" for o in v.outcomes)]
+    return [v for v in variants if _evidence(v) and not _removes(prediction, v)]
+
+
+def _excluded(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
+    """The variants the prediction's exclusions remove that ran (``eval --run-unrun`` runs them)."""
+    return [v for v in variants if _evidence(v) and _removes(prediction, v)]
+
+
+def _excludes(prediction: Prediction) -> bool:
+    return prediction.mode != "skip" and bool(prediction.exclude_dtypes or prediction.exclude_ops
+                                               or prediction.exclude_modules or prediction.exclude_params)
 
 
 def _green(variant: ExecutionRecord) -> bool:
@@ -181,6 +198,9 @@ def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, 
     table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
     wrong: dict[str, list[str]] = {verdict: [] for verdict in WRONG}
     wished_passing: list[str] = []
+    # An exclusion is a prediction too: variants a test runs without, that would have passed.
+    excluded_passing = [str(key) for key, prediction in sorted(predictions.items()) if _excludes(prediction)
+                        and (ex := _excluded(prediction, truth.get(key, ()))) and all(v.consistently_passed for v in ex)]
     for key, prediction in sorted(predictions.items()):
         verdict = judge(prediction, truth.get(key, ()))
         table.setdefault(prediction.mode, Counter())[verdict] += 1
@@ -196,12 +216,14 @@ def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, 
     return {"per_mode": {m: {v: c.get(v, 0) for v in VERDICTS} | {"decided": sum(c.values())} for m, c in table.items()},
             "total": {v: total.get(v, 0) for v in VERDICTS} | {"decided": sum(total.values())},
             "judged": judged, "held_share": round(total["held"] / judged, 3) if judged else None,
-            "wrong": wrong, "by_preference_passing": wished_passing}
+            "wrong": wrong, "by_preference_passing": wished_passing, "excluded_passing": excluded_passing}
 
 
-def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], keys: Iterable[TestKey]) -> list[TestKey]:
-    """Keys with no usable variant yet: what an extra execution would settle."""
-    return sorted(k for k in keys if not _kept(Prediction("mandatory_success"), truth.get(k, ())))
+def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], predictions: Mapping[TestKey, Prediction]) -> list[TestKey]:
+    """Keys with no usable variant yet, and keys whose exclusions no variant has tested yet
+    (the draft runs a test without them): what an extra execution would settle."""
+    return sorted(k for k, p in predictions.items() if not _kept(Prediction("mandatory_success"), truth.get(k, ()))
+                  or (_excludes(p) and not _excluded(p, truth.get(k, ()))))
 
 
 def compare(run: EvalRun, sources: Sequence[PredictionSource]) -> dict[str, Any]:
@@ -242,6 +264,10 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
             lines.append(f"- {s}: {t['by_preference']} skip(s) the profile's preferences asked for, not judged; "
                          f"{len(wished)} of them pass on the device")
             lines += [f"  - by_preference, passes: `{name}`" for name in wished]
+        excluded = result["sources"][s].get("excluded_passing", [])
+        lines.append(f"- {s}: {len(excluded)} test(s) whose excluded variants (dtypes, ops, modules, params) all pass "
+                     "on the device (coverage lost by exclusion)")
+        lines += [f"  - excluded, passes: `{name}`" for name in excluded]
     return lines
 
 
@@ -269,7 +295,22 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
         editor.update(raw_path(rel), [EntrySpec((t,), "mandatory_success", "eval: run to observe") for t in tests])
         editor.save()
     out = run.run_dir.joinpath(*EXTRA_EXEC).parent
+    # An earlier eval's results stay, but for the tests run again: a second --run-unrun runs
+    # only what the first left unsettled.
+    earlier = read_jsonl(out / EXTRA_EXEC[-1]) if (out / EXTRA_EXEC[-1]).exists() else []
     spec = RunSpec(out_dir=out, config=config, torch_root=ctx.torch_root, device=ctx.device,
                    backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
                    env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
-    return Counter("skipped" if r.outcome == "skipped" else "executed" for r in execute(spec).records)
+    records = execute(spec).records
+    write_jsonl(out / EXTRA_EXEC[-1], _merged(earlier, records))
+    return Counter("skipped" if r.outcome == "skipped" else "executed" for r in records)
+
+
+def _merged(earlier: Sequence[TestRecord], records: Sequence[TestRecord]) -> list[TestRecord]:
+    """``records``, and the earlier results they do not replace: the execution collects whole
+    files, so a test it was not asked to run comes back skipped, which says nothing new."""
+    ran = {r.nodeid for r in records if r.outcome != "skipped"}
+    fresh = {r.nodeid for r in records}
+    kept = [r for r in earlier if r.nodeid not in ran and (r.nodeid not in fresh or r.outcome != "skipped")]
+    held = {r.nodeid for r in kept}
+    return [*kept, *(r for r in records if r.nodeid not in held)]

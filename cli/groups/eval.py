@@ -61,7 +61,7 @@ def eval_cmd(
         from testcurator.pipelines.evaluate import StoredSource
 
         todo = unrun(observed(run), StoredSource().predict(run))
-        err.print(f"running {len(todo)} test(s) the draft did not execute ...", markup=False)
+        err.print(f"running {len(todo)} test(s) the draft did not execute, or ran without their exclusions ...", markup=False)
         ran = execute_unrun(run, todo, workers=workers)
         err.print(f"{ran['executed']} variant(s) executed, {ran['skipped']} skipped (by the test itself or the "
                   "profile's capabilities)", markup=False)

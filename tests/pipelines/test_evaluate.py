@@ -67,7 +67,7 @@ def test_table_counts_per_mode_and_renders_side_by_side() -> None:
     # Every wrong prediction is named (issue 22: "1 skip(s) that pass" said nothing about which).
     assert bad["wrong"] == {"lost_coverage": ["f::A::a", "f::A::c"], "wasted": ["f::A::b"], "passes_anyway": []}
     assert "  - lost_coverage: `f::A::c`" in lines and "  - wasted: `f::A::b`" in lines
-    assert unrun(truth, [K("f::A::a"), K("f::A::d")]) == [K("f::A::d")]
+    assert unrun(truth, {K("f::A::a"): Prediction("skip"), K("f::A::d"): Prediction("skip")}) == [K("f::A::d")]
 
 
 def test_a_skip_the_preferences_asked_for_is_not_judged_but_named_when_it_passes() -> None:
@@ -87,6 +87,41 @@ def test_a_skip_the_preferences_asked_for_is_not_judged_but_named_when_it_passes
     lines = markdown({"sources": {"stored": result}, "tests_observed": 3})
     assert "- stored: 2 skip(s) the profile's preferences asked for, not judged; 1 of them pass on the device" in lines
     assert "  - by_preference, passes: `f::A::a`" in lines
+
+
+def test_an_exclusion_no_variant_tested_is_run_and_one_that_passes_is_named() -> None:
+    """The probe excluded float16 before the draft (so the draft ran none of it); the
+    exclusion is a prediction too: ``--run-unrun`` runs it, and excluded variants that all
+    pass are coverage lost by exclusion (OpenReg: a sparse=True example's gap stood for
+    embedding_bag's dense float16 backward)."""
+    excluding = Prediction("mandatory_success", exclude_dtypes=("float16",))
+    skipped_f16 = ExecutionRecord("v_float16", ("skipped",), dtype="float16")
+    passed_f16 = ExecutionRecord("v_float16", ("passed",), dtype="float16")
+    predictions = {K("f::A::a"): excluding, K("f::A::b"): Prediction("mandatory_success"),
+                   K("f::A::c"): replace(excluding, mode="skip")}
+    draft = {K("f::A::a"): [PASS, skipped_f16], K("f::A::b"): [PASS], K("f::A::c"): [PASS]}
+    assert unrun(draft, predictions) == [K("f::A::a")]
+    assert evaluate(predictions, draft)["excluded_passing"] == []
+    for f16, named in ((passed_f16, ["f::A::a"]), (FAIL_F16, [])):
+        result = evaluate(predictions, {**draft, K("f::A::a"): [PASS, skipped_f16, PASS, f16]})
+        assert result["excluded_passing"] == named and result["per_mode"]["mandatory_success"]["held"] == 2
+        assert unrun({**draft, K("f::A::a"): [PASS, f16]}, predictions) == []
+        lines = markdown({"sources": {"stored": result}, "tests_observed": 3})
+        assert f"- stored: {len(named)} test(s) whose excluded variants (dtypes, ops, modules, params) all pass on the " \
+               "device (coverage lost by exclusion)" in lines
+        assert ("  - excluded, passes: `f::A::a`" in lines) == bool(named)
+
+
+def test_a_second_run_unrun_keeps_what_the_first_settled() -> None:
+    # The execution collects whole files: a test it was not asked to run comes back skipped,
+    # and must not hide the earlier eval's result for it.
+    from testcurator.pipelines.evaluate import _merged
+    from testcurator.runner.results.records import TestRecord as R
+
+    earlier = [R("f::a", "passed"), R("f::b", "failed"), R("f::c", "skipped"), R("f::d", "passed")]
+    now = [R("f::a", "skipped"), R("f::b", "passed"), R("f::c", "skipped"), R("f::e", "failed")]
+    assert sorted((r.nodeid, r.outcome) for r in _merged(earlier, now)) == [
+        ("f::a", "passed"), ("f::b", "passed"), ("f::c", "skipped"), ("f::d", "passed"), ("f::e", "failed")]
 
 
 def test_sources_are_an_explicit_registry() -> None:
