@@ -193,22 +193,23 @@ def test_a_raising_twin_matches_cpus_error_but_for_tensor_type_names(device_erro
     assert same_error(device_error, RuntimeError("expand(torch.FloatTensor{[5, 1]}, size=[1]): too few sizes")) is same
 
 
-@pytest.mark.parametrize("module,status", [
-    ("nn.GRUCell", "missing_kernel"),  # _thnn_fused_gru_cell: chosen on the device, never on CPU
-    ("nn.Linear", "works"),  # addmm is on curatedev's allowlist
-    ("nn.LeakyReLU", "not_probed"),  # leaky_relu is missing, but CPU's run calls it: its own calls decide
-    ("nn.Sequential", "not_probed"),  # module_db has no ModuleInfo to build it from
-])
+MODULE_CASES = {
+    "nn.GRUCell": "missing_kernel",  # _thnn_fused_gru_cell: chosen on the device, never on CPU
+    "nn.Linear": "works",  # addmm is on curatedev's allowlist
+    "nn.LeakyReLU": "not_probed",  # leaky_relu is missing, but CPU's run calls it: its own calls decide
+    "nn.Sequential": "not_probed",  # module_db has no ModuleInfo to build it from
+}
+
+
 @pytest.mark.slow
-def test_a_module_call_is_built_from_its_moduleinfo_and_run_on_the_device(module: str, status: str) -> None:
-    key = f"module::{module}(float32)"
-    calls = {key: json.dumps({"module": module, "dtype": "float32"})}
-    [result] = probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))
-    assert (result.call, result.status) == (key, status), result.error
-    if module == "nn.GRUCell":
-        assert "aten::_thnn_fused_gru_cell" in result.error
-    if module == "nn.LeakyReLU":
-        assert "CPU's run calls it too" in result.error
+def test_a_module_call_is_built_from_its_moduleinfo_and_run_on_the_device() -> None:
+    # One batch (one replay process, which imports module_db once): each call's status is its own.
+    calls = {f"module::{module}(float32)": json.dumps({"module": module, "dtype": "float32"}) for module in MODULE_CASES}
+    results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
+    assert {k: r.status for k, r in results.items()} == {f"module::{m}(float32)": s for m, s in MODULE_CASES.items()}, \
+        {k: r.error for k, r in results.items()}
+    assert "aten::_thnn_fused_gru_cell" in results["module::nn.GRUCell(float32)"].error
+    assert "CPU's run calls it too" in results["module::nn.LeakyReLU(float32)"].error
 
 
 def test_a_sparse_call_is_replayed_with_sparse_inputs_apart_from_the_dense_one() -> None:
