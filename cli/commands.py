@@ -164,11 +164,22 @@ class Command(_PlainHelp, TyperCommand):
     pass
 
 
+class TerminateSignal(KeyboardInterrupt):
+    """SIGTERM, raised where the command is (cli/main.py): a KeyboardInterrupt, so every
+    ``except BaseException`` that stops a pytest session on the way out stops it for SIGTERM too
+    (without it the run died at once and its pytest sessions, each in a session of its own,
+    ran on)."""
+
+
 class Group(_PlainHelp, TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         # typer turns an interrupt into a silent exit 130; ours says so (cli/main.py prints it).
         try:
             return super().invoke(ctx)
+        except TerminateSignal:
+            from testcurator.errors import Terminated
+
+            raise Terminated() from None
         except KeyboardInterrupt:
             from testcurator.errors import Interrupted
 

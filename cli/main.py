@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from typing import Any
 
 
@@ -31,7 +32,7 @@ if _SIGINT_AT_START is signal.default_int_handler:
 import typer
 from rich.console import Console
 
-from testcurator.cli.commands import ClickError, UsageError, new_group, record_invocation
+from testcurator.cli.commands import ClickError, TerminateSignal, UsageError, new_group, record_invocation
 from testcurator.cli.options import Version
 from testcurator.errors import ConfigError, CuratorError, Interrupted
 
@@ -121,10 +122,28 @@ def report_usage_error(exc: Exception, argv: list[str]) -> int:
     return int(getattr(exc, "exit_code", 2) or 2)
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise TerminateSignal
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     if signal.getsignal(signal.SIGINT) is _interrupted_at_start:
         signal.signal(signal.SIGINT, _SIGINT_AT_START)  # started: Ctrl-C is a KeyboardInterrupt again
+    # SIGTERM stops the command as Ctrl-C does (its pytest sessions with it), where nobody else
+    # handles it; the handler is put back on return (main also runs inside other programs).
+    previous = signal.getsignal(signal.SIGTERM)
+    own = previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread()
+    if own:
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        if own:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     record_invocation(sys.argv[1:] if argv is None else list(argv))
     try:
         # standalone_mode=False: errors come here instead of typer's boxed, multi-line report.
@@ -139,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(exc, "exit_code", 1))
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
+    except TerminateSignal:
+        err_console.print("terminated (SIGTERM, exit 143)", markup=False)
+        return 143
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("interrupted (exit 130)", markup=False)
         return 130

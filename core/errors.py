@@ -92,3 +92,13 @@ class Interrupted(CuratorError):
 
     def __init__(self, message: str = "interrupted") -> None:
         super().__init__(message)
+
+
+class Terminated(Interrupted):
+    """The command was sent SIGTERM (a CI job's time limit, ``kill``): stopped as an interrupt
+    is, its pytest sessions with it; exit 143 (128 + 15) as shells report it."""
+
+    exit_code = 143
+
+    def __init__(self, message: str = "terminated (SIGTERM, exit 143)") -> None:
+        super().__init__(message)

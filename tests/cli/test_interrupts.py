@@ -3,6 +3,9 @@ with nothing to resume (issue 25)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NoReturn
@@ -25,6 +28,25 @@ def test_an_interrupted_command_exits_130_and_says_so(monkeypatch: pytest.Monkey
     monkeypatch.setattr(config_cmds, "json_schema", _interrupt)
     assert main(["schema"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted (exit 130)"
+
+
+def test_sigterm_stops_a_command_as_an_interrupt_does_and_exits_143(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # A CI job's time limit sends SIGTERM: the command must stop through the same way out as
+    # Ctrl-C (every pytest session it started is stopped there) and say so, not just vanish.
+    def terminated(*_: Any) -> NoReturn:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises before this ends
+        raise AssertionError("SIGTERM did not stop the command")
+
+    saved = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        monkeypatch.setattr(config_cmds, "json_schema", terminated)
+        assert main(["schema"]) == 143
+        assert capsys.readouterr().err.strip() == "terminated (SIGTERM, exit 143)"
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # put back on return
+    finally:
+        signal.signal(signal.SIGTERM, saved)
 
 
 @pytest.mark.parametrize("existed", [False, True])
