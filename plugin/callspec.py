@@ -70,8 +70,8 @@ def _tensor_dtypes(value: Any, torch: Any, out: list[str], layouts: set[str]) ->
 
 
 @functools.lru_cache(maxsize=None)
-def _sparse_flag(op: str) -> tuple[int, str] | None:
-    """Position and name of the op's ``sparse: bool`` argument (embedding's and embedding_bag's
+def _sparse_flag(op: str) -> int | None:
+    """Position of the op's ``sparse: bool`` argument (embedding's and embedding_bag's
     backward), None for an op without one or one that does not resolve."""
     import torch
 
@@ -83,17 +83,15 @@ def _sparse_flag(op: str) -> tuple[int, str] | None:
         return None
     for index, argument in enumerate(schema.arguments):
         if argument.name == "sparse" and str(argument.type) == "bool":
-            return index, argument.name
+            return index
     return None
 
 
 def _asks_sparse(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    flag = _sparse_flag(op) if "::" in op and not op.startswith(("python::", "module::", "higher_order::")) else None
-    if flag is None:
+    index = _sparse_flag(op) if "::" in op and not op.startswith(("python::", "module::", "higher_order::")) else None
+    if index is None:
         return False
-    index, name = flag
-    value = args[index] if index < len(args) else kwargs.get(name, False)
-    return value is True
+    return (args[index] if index < len(args) else kwargs.get("sparse", False)) is True
 
 
 def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
