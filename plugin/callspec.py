@@ -72,7 +72,8 @@ def _tensor_dtypes(value: Any, torch: Any, out: list[str], layouts: set[str]) ->
 @functools.lru_cache(maxsize=None)
 def _sparse_flag(op: str) -> int | None:
     """Position of the op's ``sparse: bool`` argument (embedding's and embedding_bag's
-    backward), None for an op without one or one that does not resolve."""
+    backward), None for an op without one or a name that is no dispatcher op (``python::``,
+    ``module::``, a higher-order op)."""
     import torch
 
     namespace, _, rest = op.partition("::")
@@ -88,7 +89,7 @@ def _sparse_flag(op: str) -> int | None:
 
 
 def _asks_sparse(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    index = _sparse_flag(op) if "::" in op and not op.startswith(("python::", "module::", "higher_order::")) else None
+    index = _sparse_flag(op)
     if index is None:
         return False
     return (args[index] if index < len(args) else kwargs.get("sparse", False)) is True
@@ -111,7 +112,7 @@ def call_key(op: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
     args = tuple(args)
     dtypes: list[str] = []
     layouts: set[str] = set()
-    _tensor_dtypes(list(args), torch, dtypes, layouts)
+    _tensor_dtypes(args, torch, dtypes, layouts)
     _tensor_dtypes([kwargs[k] for k in sorted(kwargs)], torch, dtypes, layouts)
     if _asks_sparse(op, args, kwargs):
         layouts.add("sparse_coo")
