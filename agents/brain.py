@@ -18,7 +18,7 @@ from testcurator.agents.decision import Decision, FileDecision
 from testcurator.config.params import excludes
 from testcurator.memory.capability import ProbeEvidence
 from testcurator.names import split_dtypes
-from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_matches
+from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_excluded, op_matches
 
 if TYPE_CHECKING:
     from testcurator.config.llm import LLMSettings
@@ -151,6 +151,19 @@ class BucketRequest:
     cpu_failed: tuple[tuple[str, str, str], ...] = ()
 
 
+class Edits(Protocol):
+    """What a decision or a prediction excludes from a test (its config entry's ``edits``)."""
+
+    @property
+    def exclude_dtypes(self) -> tuple[str, ...]: ...
+    @property
+    def exclude_ops(self) -> tuple[str, ...]: ...
+    @property
+    def exclude_modules(self) -> tuple[str, ...]: ...
+    @property
+    def exclude_params(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True)
 class ExecutionRecord:
     """One instantiated variant's results on the device, one outcome per attempt."""
@@ -181,6 +194,12 @@ class ExecutionRecord:
     def excluded_by_params(self, refs: Collection[str]) -> bool:
         """Whether an ``edits.params`` exclusion (``name=value`` refs) removes this variant."""
         return bool(refs) and excludes(refs, self.params)
+
+    def excluded_by_edits(self, edits: Edits) -> bool:
+        """Whether one of ``edits``' exclusions (dtypes, ops, modules, params) removes this variant."""
+        return (self.excluded_by(edits.exclude_dtypes) or op_excluded(self.op, self.dtypes, edits.exclude_ops)
+                or bool(self.module and self.module in edits.exclude_modules)
+                or self.excluded_by_params(edits.exclude_params))
 
     @property
     def consistently_failed(self) -> bool:

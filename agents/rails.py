@@ -20,7 +20,7 @@ from pathlib import Path
 from testcurator.agents.brain import BackendContext, BucketRequest, RefineRequest, ScopeRequest
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.plugin.callspec import split_key
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_excluded, op_matches, split_op_at
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, op_matches, split_op_at
 
 UNKNOWN_TEST = "unknown_test"
 NOT_REQUESTED = "not_requested"
@@ -198,14 +198,8 @@ def _capability_rails(decision: Decision, request: BucketRequest | RefineRequest
 
 
 def _execution_rails(decision: Decision, request: RefineRequest) -> list[RailViolation]:
-    kept = [
-        r for r in request.executions
-        if not r.excluded_by(decision.exclude_dtypes)
-        and not op_excluded(r.op, r.dtypes, decision.exclude_ops)
-        and not (r.module and r.module in decision.exclude_modules)
-        and not r.excluded_by_params(decision.exclude_params)
-        and r.failure_class not in NOT_EVIDENCE_CLASSES
-    ]
+    kept = [r for r in request.executions
+            if not r.excluded_by_edits(decision) and r.failure_class not in NOT_EVIDENCE_CLASSES]
     if decision.mode == "mandatory_success":
         failing = [r.variant for r in kept if r.consistently_failed]
         if failing:

@@ -38,7 +38,7 @@ from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
 from testcurator.runner.results.records import TestRecord, read_jsonl, write_jsonl
-from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey, op_excluded
+from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey
 
 VERDICTS = ("held", "lost_coverage", "wasted", "passes_anyway", "flaky", "not_run", "by_preference")
 #: How a decision's evidence names the preference it follows (agents/offline/rules.Wish.quote).
@@ -148,21 +148,13 @@ def _evidence(variant: ExecutionRecord) -> bool:
     return variant.failure_class not in NOT_EVIDENCE_CLASSES and any(o != "skipped" for o in variant.outcomes)
 
 
-def _removes(prediction: Prediction, variant: ExecutionRecord) -> bool:
-    """Whether one of the prediction's exclusions (dtype, op, module, params) removes ``variant``."""
-    return (variant.excluded_by(prediction.exclude_dtypes)
-            or op_excluded(variant.op, variant.dtypes, prediction.exclude_ops)
-            or bool(variant.module and variant.module in prediction.exclude_modules)
-            or variant.excluded_by_params(prediction.exclude_params))
-
-
 def _kept(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
-    return [v for v in variants if _evidence(v) and not _removes(prediction, v)]
+    return [v for v in variants if _evidence(v) and not v.excluded_by_edits(prediction)]
 
 
 def _excluded(prediction: Prediction, variants: Sequence[ExecutionRecord]) -> list[ExecutionRecord]:
     """The variants the prediction's exclusions remove that ran (``eval --run-unrun`` runs them)."""
-    return [v for v in variants if _evidence(v) and _removes(prediction, v)]
+    return [v for v in variants if _evidence(v) and v.excluded_by_edits(prediction)]
 
 
 def _excludes(prediction: Prediction) -> bool:
@@ -198,10 +190,12 @@ def evaluate(predictions: Mapping[TestKey, Prediction], truth: Mapping[TestKey, 
     table: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
     wrong: dict[str, list[str]] = {verdict: [] for verdict in WRONG}
     wished_passing: list[str] = []
-    # An exclusion is a prediction too: variants a test runs without, that would have passed.
-    excluded_passing = [str(key) for key, prediction in sorted(predictions.items()) if _excludes(prediction)
-                        and (ex := _excluded(prediction, truth.get(key, ()))) and all(v.consistently_passed for v in ex)]
+    excluded_passing: list[str] = []
     for key, prediction in sorted(predictions.items()):
+        # An exclusion is a prediction too: variants a test runs without, that would have passed.
+        excluded = _excluded(prediction, truth.get(key, ())) if _excludes(prediction) else []
+        if excluded and all(v.consistently_passed for v in excluded):
+            excluded_passing.append(str(key))
         verdict = judge(prediction, truth.get(key, ()))
         table.setdefault(prediction.mode, Counter())[verdict] += 1
         if verdict in wrong:
@@ -294,23 +288,24 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
         editor = ConfigEditor.new(config_path(config, rel), global_=emit.capabilities(ctx.profile))
         editor.update(raw_path(rel), [EntrySpec((t,), "mandatory_success", "eval: run to observe") for t in tests])
         editor.save()
-    out = run.run_dir.joinpath(*EXTRA_EXEC).parent
+    results = run.run_dir.joinpath(*EXTRA_EXEC)
     # An earlier eval's results stay, but for the tests run again: a second --run-unrun runs
     # only what the first left unsettled.
-    earlier = read_jsonl(out / EXTRA_EXEC[-1]) if (out / EXTRA_EXEC[-1]).exists() else []
-    spec = RunSpec(out_dir=out, config=config, torch_root=ctx.torch_root, device=ctx.device,
+    earlier = read_jsonl(results) if results.exists() else []
+    spec = RunSpec(out_dir=results.parent, config=config, torch_root=ctx.torch_root, device=ctx.device,
                    backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
                    env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
     records = execute(spec).records
-    write_jsonl(out / EXTRA_EXEC[-1], _merged(earlier, records))
+    write_jsonl(results, _merged(earlier, records))
     return Counter("skipped" if r.outcome == "skipped" else "executed" for r in records)
 
 
 def _merged(earlier: Sequence[TestRecord], records: Sequence[TestRecord]) -> list[TestRecord]:
     """``records``, and the earlier results they do not replace: the execution collects whole
     files, so a test it was not asked to run comes back skipped, which says nothing new."""
-    ran = {r.nodeid for r in records if r.outcome != "skipped"}
-    fresh = {r.nodeid for r in records}
-    kept = [r for r in earlier if r.nodeid not in ran and (r.nodeid not in fresh or r.outcome != "skipped")]
-    held = {r.nodeid for r in kept}
-    return [*kept, *(r for r in records if r.nodeid not in held)]
+    merged = {r.nodeid: r for r in earlier}
+    for record in records:
+        before = merged.get(record.nodeid)
+        if record.outcome != "skipped" or before is None or before.outcome == "skipped":
+            merged[record.nodeid] = record
+    return list(merged.values())
