@@ -34,7 +34,7 @@ from rich.console import Console
 
 from testcurator.cli.commands import ClickError, TerminateSignal, UsageError, new_group, record_invocation
 from testcurator.cli.options import Version
-from testcurator.errors import ConfigError, CuratorError, Interrupted
+from testcurator.errors import ConfigError, CuratorError, Interrupted, Terminated
 
 
 app = new_group("testcurator", "Curate PyTorch's upstream test suite for an out-of-tree backend.", completion=True)
@@ -158,9 +158,10 @@ def _main(argv: list[str] | None) -> int:
         return int(getattr(exc, "exit_code", 1))
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except TerminateSignal:
-        err_console.print("terminated (SIGTERM, exit 143)", markup=False)
-        return 143
+    except TerminateSignal:  # outside a command's invoke (while typer parses): the same line and code
+        terminated = Terminated()
+        report_error(terminated)
+        return terminated.exit_code
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("interrupted (exit 130)", markup=False)
         return 130
