@@ -19,13 +19,15 @@ Options (group ``curate``):
 
 ``--curate-settle-skips``
     A test with an unconditional ``skip`` mark (and no ``skipif``: the config's skips) is
-    settled at collection: the log gets its ``start``, its skipped ``setup`` report (the
-    mark's reason, as pytest words it), its ``teardown`` and ``finish`` at once, and it is
-    deselected instead of going through pytest's per-test protocol. Its outcome is the same;
-    its cost is not: about 1 ms a skipped test in one process, 2.3 ms under xdist (the report
-    crosses to the controller, which writes it to the terminal and JUnit XML), and a draft of
-    the real-upstream corpus on the example backend skips 32,859 of 35,979. The runner asks
-    for it (it writes its own JUnit XML from the log); pytest's own JUnit XML then lacks those
+    settled at collection: the log gets one ``settled`` line for it (nodeid, identity, and the
+    skipped setup's ``longrepr``: the mark's reason, as pytest words it), and it is deselected
+    instead of going through pytest's per-test protocol. Its outcome is the same; its cost is
+    not: about 1 ms a skipped test in one process, 2.3 ms under xdist (the report crosses to
+    the controller, which writes it to the terminal and JUnit XML), and a draft of the
+    real-upstream corpus on the example backend skips 32,859 of 35,979. One line, not the
+    four (start, setup, teardown, finish) a run test gets: the runner parses every line of
+    the log while the tests run, 131,000 of them for that draft's settled skips alone. The
+    runner asks for it (it writes its own JUnit XML from the log); pytest's own JUnit XML then lacks those
     tests, so a user's CI run leaves it off. Under xdist every worker deselects them and
     ``gw0`` alone logs them.
 
@@ -194,13 +196,10 @@ def _skip_reason(item: pytest.Item) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
-def _settled(item: pytest.Item, reason: str, now: float, pid: int) -> tuple[dict[str, Any], ...]:
-    """A settled test's events: what pytest's protocol would have logged for a skip mark."""
-    return ({"event": "start", "nodeid": item.nodeid, "pid": pid, "time": now, "identity": _identity(item),
-             "settled": True},
-            _report_fields(item.nodeid, "setup", "skipped", f"Skipped: {reason}", 0.0, None, item.user_properties, pid, now),
-            _report_fields(item.nodeid, "teardown", "passed", None, 0.0, None, item.user_properties, pid, now),
-            {"event": "finish", "nodeid": item.nodeid, "time": now})
+def _settled(item: pytest.Item, reason: str, now: float, pid: int) -> dict[str, Any]:
+    """A settled test's line: what pytest's protocol would have reported for its skip mark."""
+    return {"event": "settled", "nodeid": item.nodeid, "pid": pid, "time": now, "identity": _identity(item),
+            "longrepr": f"Skipped: {reason}"}
 
 
 def _identity(item: pytest.Item) -> dict[str, Any]:
@@ -279,7 +278,7 @@ class _EventWriter:
                         **({"settled": [item.nodeid for item, _ in self.settled]} if self.settled else {})}, sync=True)
         if self.logs_settled and self.settled:
             now, pid = time.time(), os.getpid()
-            self.log.write_many(event for item, reason in self.settled for event in _settled(item, reason, now, pid))
+            self.log.write_many(_settled(item, reason, now, pid) for item, reason in self.settled)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

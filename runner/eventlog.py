@@ -5,7 +5,8 @@ One pytest invocation writes ``PATH`` (plain run) or ``PATH.gw0``, ``PATH.gw1``,
 follows them while the process runs (for the progress bar) and :class:`EventFold` turns
 the lines into :class:`~testcurator.runner.results.records.TestRecord`:
 
-- a test with a ``finish`` line gets its outcome from its phase reports;
+- a test with a ``finish`` line gets its outcome from its phase reports, one with a
+  ``settled`` line (a skip settled at collection) is skipped with that line's reason;
 - a test with a ``start`` but no ``finish`` once the process has ended is the one that
   was running when its process died: ``timeout`` if the fault file holds faulthandler's
   ``Timeout (h:mm:ss)!`` dump, otherwise ``crashed`` (signal from the fault text, the
@@ -94,6 +95,11 @@ class EventFold:
             self.collect_errors[nodeid] = event.get("longrepr") or ""
         elif kind == "collect_skip":
             self.collect_skips[nodeid] = event.get("longrepr") or ""
+        elif kind == "settled":  # a skip settled at collection (plugin/events.py): one line, done
+            state = _TestState(nodeid, source, dict(event.get("identity") or {}), finished=True,
+                               reports=[{"when": "setup", "outcome": "skipped", "longrepr": event.get("longrepr")}])
+            self.tests[nodeid] = state
+            self.done[nodeid] = record_from_reports(state)
         elif kind == "start":
             # A retried test starts again in a fresh file; the latest start wins.
             self.tests[nodeid] = _TestState(nodeid, source, dict(event.get("identity") or {}))

@@ -48,6 +48,10 @@ from testcurator.sharding import known_load, read_test_durations, slowest_first
 from testcurator.vocab import DETERMINISTIC_CLASSES, TestKey
 
 POLL_S = 0.2
+# How often a live invocation recounts its records for the progress line (which says a line
+# every 8 s): a recount walks every record of the pass, the settled skips included, and at
+# each 0.2 s poll it took 40 s of a core from the 2 test workers on the corpus's draft.
+REPORT_S = 2.0
 RETRY_TESTS_PER_WORKER = 20
 # Below this much known test time, and this many known tests, one pytest process runs the
 # first pass: each xdist worker imports torch and collects the files again, which on a small
@@ -93,6 +97,9 @@ class _Pass:
         self.rootdir: str | None = None
         self.only: Path | None = None  # the --curate-only list of the next invocation, if any
         self.invocations: list[Invocation] = []
+        self._reported_at = 0.0
+        # The last total, with the fold and the sizes it was counted from.
+        self._total: tuple[EventFold | None, tuple[int, ...], int | None] = (None, (), None)
 
     def run(self, targets: Sequence[str], workers: int) -> dict[str, TestRecord]:
         """Records by instance key (node ids may differ between this pass's processes)."""
@@ -158,17 +165,24 @@ class _Pass:
         return f"{self.rootdir}/{nodeid}" if self.rootdir else nodeid
 
     def _report(self, fold: EventFold | None = None) -> None:
+        self._reported_at = time.monotonic()
         current = dict(self.records)
         if fold is not None:
             current.update((fold.key(n, r), r) for n, r in fold.finished_records().items())
-        # ``known`` holds instance keys, the fold's collection node ids: a later process's node
-        # ids count by their keys, or every test of a rerun after a crash counts twice.
-        collected = {fold.keys.get(n, n) for n in fold.collected} if fold else set()
-        # Skips settled at collection (plugin/events.py) are done before the first test runs:
-        # counted as done, they would make the rate and the time left a fiction.
         settled = self.settled | ({fold.keys.get(n, n) for n in fold.settled} if fold else set())
-        total = len((set(self.known) | collected) - settled) or None
-        self.progress.update(len(current.keys() - settled), counts(current.values()), total)
+        self.progress.update(len(current.keys() - settled), counts(current.values()), self._total_of(fold, settled))
+
+    def _total_of(self, fold: EventFold | None, settled: set[str]) -> int | None:
+        """The tests this pass will run: what it knows and the fold collected, less the settled
+        skips (done before the first test runs: counted as done, they would make the rate and
+        the time left a fiction). Counted again only when one of those grew."""
+        sizes = (len(self.known), len(settled), len(fold.collected) if fold else 0)
+        if self._total[0] is not fold or self._total[1] != sizes:
+            # ``known`` holds instance keys, the fold's collection node ids: a later process's node
+            # ids count by their keys, or every test of a rerun after a crash counts twice.
+            collected = {fold.keys.get(n, n) for n in fold.collected} if fold else set()
+            self._total = (fold, sizes, len((set(self.known) | collected) - settled) or None)
+        return self._total[2]
 
     def _invoke(self, targets: Sequence[str], workers: int, round_no: int) -> tuple[EventFold, Invocation]:
         stem = self.work / f"{self.label}-{round_no}"
@@ -199,7 +213,7 @@ class _Pass:
             try:
                 while proc.poll() is None:
                     time.sleep(POLL_S)
-                    self._drain(tail, fold)
+                    self._drain(tail, fold, live=True)
             except BaseException:
                 stop_session(proc)
                 raise
@@ -209,11 +223,11 @@ class _Pass:
         self.invocations.append(inv)
         return fold, inv
 
-    def _drain(self, tail: EventTail, fold: EventFold) -> None:
+    def _drain(self, tail: EventTail, fold: EventFold, live: bool = False) -> None:
         events = tail.poll()
         for source, event in events:
             fold.feed(source, event)
-        if events:
+        if events and not (live and time.monotonic() - self._reported_at < REPORT_S):
             self._report(fold)
 
 

@@ -118,9 +118,12 @@ def test_settled_skips_are_logged_at_collection_with_the_outcomes_pytest_gives(t
     assert records["test_skips.py::test_skipped"][:2] == ("skipped", "Skipped: dtype float64 is not in supported_dtypes")
     assert records["test_skips.py::test_skipped_bare"][:2] == ("skipped", "Skipped: unconditional skip")
     logs = [p for p in (tmp_path / "settled").glob("ev.jsonl*") if not p.name.endswith(".fault")]
-    starts = [e for p in logs for e in _events(p) if e["event"] == "start"]
-    assert sorted(str(e["nodeid"]).split("::")[1] for e in starts if e.get("settled")) == ["test_skipped", "test_skipped_bare"]
-    assert len(starts) == 5  # each test logged once, by one process
+    events = [e for p in logs for e in _events(p)]
+    settled = [e for e in events if e["event"] == "settled"]
+    assert sorted(str(e["nodeid"]).split("::")[1] for e in settled) == ["test_skipped", "test_skipped_bare"]
+    assert len(settled) + sum(e["event"] == "start" for e in events) == 5  # each test logged once, by one process
+    # One line a settled skip, not the four a run test gets (start, setup, teardown, finish).
+    assert not {e["nodeid"] for e in settled} & {e.get("nodeid") for e in events if e["event"] != "settled"}
 
 
 def test_settle_skips_without_an_event_log_is_a_usage_error(tmp_path: Path) -> None:

@@ -372,7 +372,7 @@ def test_the_configs_skips_are_settled_at_collection_with_their_reasons(tmp_path
     assert "unlisted" in (got["test_mix.py::test_off"].failure_text or "")
     assert (out / "junit.xml").read_text(encoding="utf-8").count("<testcase ") == 3
     work_logs = [p for p in (out / "work").glob("*.events.jsonl*") if not p.name.endswith(".fault")]
-    assert sum('"settled": true' in p.read_text(encoding="utf-8") for p in work_logs) == 1  # one process logged them
+    assert sum('"event": "settled"' in p.read_text(encoding="utf-8") for p in work_logs) == 1  # one process logged them
     done, counted, total = progress.updates[-1]
     assert (done, total) == (1, 1) and counted.get("skipped") == 2
     assert {total for _, _, total in progress.updates} <= {None, 1}  # never the settled ones, not even at first
