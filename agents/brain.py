@@ -126,7 +126,8 @@ class BucketRequest:
     """Stage 3: one device-generic test and the evidence memory holds about it.
 
     ``ops`` are OpInfo ops the test is parametrized over (``@ops``), ``aten_ops`` the ATen
-    ops it called when run under the op-capturing dispatch mode, ``dtypes`` its
+    ops it called when run under the op-capturing dispatch mode (``layout_ops``: those it called
+    with a tensor of another layout than strided, with the layout, ``aten::clone[sparse_coo]``), ``dtypes`` its
     parametrized dtypes, ``modules`` its ``@modules`` ModuleInfos. ``probe``: what the
     device's capability table says about the calls it made (None: not probed).
     ``cpu_outcomes``: how each instance the capture ran on CPU (the reference device) ended,
@@ -141,6 +142,7 @@ class BucketRequest:
     decorators: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
     aten_ops: tuple[str, ...] = ()
+    layout_ops: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     source: str = ""  # its first SOURCE_LINES lines (decorators and def included)

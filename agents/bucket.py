@@ -72,6 +72,7 @@ def requests_for_file(root: Path, memory: Memory, rel: str, evidence: Mapping[Te
             decorators=tuple(d.text() for d in test.decorators) if test else (),
             ops=ev.ops,
             aten_ops=ev.aten,
+            layout_ops=ev.layouts,
             dtypes=ev.dtypes,
             modules=ev.modules,
             source=_source(root, test) if test else "",

@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
 from testcurator.names import split_dtypes
+from testcurator.plugin.callspec import layout_op
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.vocab import FAILING, TestKey
 
 T = TypeVar("T")
-_LISTS = ("aten", "dtypes", "instances", "modules", "ops")
+_LISTS = ("aten", "dtypes", "instances", "layouts", "modules", "ops")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,11 @@ class TestEvidence:
     over, the aten ops its instances dispatched on CPU, its instances' node ids, and each
     captured instance's outcome on CPU (node id -> outcome), and the first CPU failure's
     exception line (when one failed); ``cpu_failed``: the (dtype, op, module) of each captured
-    instance that failed there, '' for none, so that a rule can tell whether an edit leaves any."""
+    instance that failed there, '' for none, so that a rule can tell whether an edit leaves any.
+    ``layouts``: the calls it made with a tensor of another layout than strided, as op and
+    marker (``aten::_indices[sparse_coo]``, :func:`~testcurator.plugin.callspec.layout_op`):
+    the sparse tensor a test builds can show in its call keys alone, not in ``aten``'s op names
+    (OpenReg's test_embedding_bag_1D_padding_idx)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -42,6 +47,7 @@ class TestEvidence:
     modules: tuple[str, ...] = ()
     aten: tuple[str, ...] = ()
     instances: tuple[str, ...] = ()
+    layouts: tuple[str, ...] = ()
     cpu: Mapping[str, str] = field(default_factory=dict)
     cpu_failure: str = ""
     cpu_failed: tuple[tuple[str, str, str], ...] = ()
@@ -78,6 +84,7 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         entry["dtypes"].update(members)  # each member of a dtype pair
         if rec.source == "captured":
             entry["aten"].update(rec.aten)
+            entry["layouts"].update(op for op in map(layout_op, rec.calls) if op)
             if rec.outcome:
                 entry["cpu"][rec.nodeid] = rec.outcome
                 if rec.outcome in FAILING:

@@ -125,6 +125,16 @@ def dispatch_op(op: str) -> str:
     return op.partition("[")[0]
 
 
+def layout_op(key: str) -> str | None:
+    """``aten::clone[sparse_coo](float32)`` -> ``aten::clone[sparse_coo]``: a call with a tensor
+    of another layout than strided, by its op and marker; None for a strided call, a raising
+    twin, or an op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
+    inputs says nothing of the test's tensors (upstream test_embedding_padding_idx calls
+    ``embedding(..., sparse=True)`` and passes on OpenReg, which has no sparse kernels)."""
+    op = key.partition("(")[0]
+    return op if "[" in op and not is_raise_call(key) and _sparse_flag(dispatch_op(op)) is None else None
+
+
 def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     """``aten::add.Tensor(float32,int64)`` -> (``aten::add.Tensor``, (``float32``, ``int64``))."""
     op, _, rest = key.partition("(")

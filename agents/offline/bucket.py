@@ -315,7 +315,7 @@ BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
 def decide_bucket(req: BucketRequest, backend: BackendContext, wishes: Sequence[Wish]) -> Decision:
     decos = _decos(req.decorators)
     text = _needs_text(req, decos, backend)
-    needs = needed_features(req.test, text, req.aten_ops, dtypes_listed=bool(req.dtypes))
+    needs = needed_features(req.test, text, (*req.aten_ops, *req.layout_ops), dtypes_listed=bool(req.dtypes))
     for deco in decos:
         if deco.short == "deviceCountAtLeast" and re.fullmatch(r"\s*([2-9]|\d\d+)\s*", deco.args):
             needs.setdefault("multi_device", f"decorator: {deco.text}")

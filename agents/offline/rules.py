@@ -246,7 +246,9 @@ FEATURES: tuple[Feature, ...] = (
     Feature("distributed", _re(r"\btorch\.distributed\b|\bdist\.init_process_group\b|\bc10d\b|\bProcessGroup\w*\(")),
     Feature("sparse", _re(r"\.to_sparse(_\w+)?\(|\bsparse_(coo|csr|csc|bsr|bsc)_tensor\(|\btorch\.sparse_(coo|csr)\b"),
             # sparse_dim/dense_dim answer for dense tensors too (0): a query, not a sparse tensor.
-            None, _re(r"^aten::(_?sparse_(?!dim\b)|to_sparse|_to_sparse)")),
+            # A call with a sparse tensor shows it in its key (``aten::clone[sparse_coo]``): a
+            # test that makes one through a dense op (``sparse=True``) shows it only there.
+            None, _re(r"^aten::(_?sparse_(?!dim\b)|to_sparse|_to_sparse)|\[sparse_")),
     Feature("quantized", _re(r"\bquantize_per_(tensor|channel)\b|\btorch\.ao\.quantization\b|\btorch\.q(u)?int\d"),
             None, _re(r"^aten::(quantize_per_|dequantize|q_|_make_per_)")),
     Feature("nested", _re(r"\btorch\.nested\.|\bnested_tensor\(|\bNestedTensor\b"), None, _re(r"^aten::_nested")),

@@ -39,6 +39,18 @@ def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
     assert TestEvidence.from_json(json.loads(json.dumps(out.to_json()))) == out
 
 
+def test_gather_keeps_the_calls_made_on_another_layout_by_op_and_marker() -> None:
+    rec = OpRecord("test/nn/test_embedding.py::TestEmbeddingNNDeviceTypeCPU::test_bag_cpu_float32", "TestEmbeddingNNDeviceType::test_bag",
+                   "captured", "cpu", "float32", aten=("aten::_embedding_bag_backward",), outcome="passed",
+                   calls=("aten::_embedding_bag_backward[sparse_coo](float32,int64)", "aten::add.Tensor(float32,float32)",
+                          "aten::_indices[sparse_coo](float32)", "raises:RuntimeError:aten::clone[sparse_csr](float32)"))
+    [evidence] = gather([rec]).values()
+    # Not the strided call, nor a raising twin, nor an op whose marker may be its sparse flag's.
+    assert evidence.layouts == ("aten::_indices[sparse_coo]",)
+    assert evidence.aten == ("aten::_embedding_bag_backward",)
+    assert TestEvidence.from_json(json.loads(json.dumps(evidence.to_json()))) == evidence
+
+
 def test_gather_lists_each_member_of_a_dtype_pair() -> None:
     """Rails and bucket rules read evidence dtypes one by one: a pair is two dtypes."""
     pair = OpRecord("test/test_view_ops.py::TestViewOpsCPU::test_set_cpu_complex64_float32", "TestViewOps::test_set",
@@ -51,7 +63,7 @@ def test_write_then_read_round_trips_and_keeps_the_file_format(tmp_path: Path) -
     path = write_evidence(tmp_path / "evidence.json", gather(RECORDS))
     data = json.loads(path.read_text(encoding="utf-8"))
     assert sorted(data[f"{OPS}::TestCommon::test_out"]) == ["aten", "cpu", "cpu_failed", "cpu_failure", "dtypes",
-                                                            "instances", "modules", "ops"]
+                                                            "instances", "layouts", "modules", "ops"]
     assert "cpu_failure" not in data[f"{OPS}::test_plain"]  # only when a CPU instance failed
     assert read_evidence(path) == gather(RECORDS)
 
