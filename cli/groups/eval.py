@@ -44,7 +44,7 @@ def eval_cmd(
     """
     as_json = wants_json(fmt, as_json)
     from testcurator.pipelines.brain_report import RUN_FILE
-    from testcurator.pipelines.evaluate import SOURCES, EvalRun, compare, execute_unrun, markdown, observed, unrun
+    from testcurator.pipelines.evaluate import SOURCES, EvalRun, compare, execute_unrun, markdown, observed, tried_variants, unrun
 
     run_path = _run_dir(run_dir, state_dir)
     meta_path = run_path / RUN_FILE
@@ -60,7 +60,7 @@ def eval_cmd(
     if run_unrun:
         from testcurator.pipelines.evaluate import StoredSource
 
-        todo = unrun(observed(run), StoredSource().predict(run))
+        todo = unrun(observed(run), StoredSource().predict(run), tried_variants(run))
         err.print(f"running {len(todo)} test(s) the draft did not execute, or ran without their exclusions ...", markup=False)
         ran = execute_unrun(run, todo, workers=workers)
         err.print(f"{ran['executed']} variant(s) executed, {ran['skipped']} skipped (by the test itself or the "

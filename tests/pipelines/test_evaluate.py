@@ -112,6 +112,24 @@ def test_an_exclusion_no_variant_tested_is_run_and_one_that_passes_is_named() ->
         assert ("  - excluded, passes: `f::A::a`" in lines) == bool(named)
 
 
+def test_a_variant_an_earlier_extra_execution_could_only_skip_is_not_run_again() -> None:
+    """float64, which the profile does not support, is excluded: the first ``--run-unrun``
+    runs the test and the profile skips that variant again; a second one would only repeat it."""
+    excluding = Prediction("mandatory_success", exclude_dtypes=("float64",))
+    f64 = ExecutionRecord("v_float64", ("skipped",), dtype="float64")
+    never = ExecutionRecord("v_never", ("skipped",))
+    predictions = {K("f::A::a"): excluding, K("f::A::b"): Prediction("skip")}
+    truth = {K("f::A::a"): [PASS, f64], K("f::A::b"): [never]}
+    assert unrun(truth, predictions) == [K("f::A::a"), K("f::A::b")]
+    assert unrun(truth, predictions, tried={"v_float64"}) == [K("f::A::b")]
+    assert unrun(truth, predictions, tried={"v_float64", "v_never"}) == []
+    assert unrun(truth, predictions, tried={PASS.variant}) == [K("f::A::a"), K("f::A::b")]  # not the excluded one
+    # A test no device instance exists of (deviceCountAtLeast(2)): settled once its file was collected.
+    absent = {K("f::A::c"): Prediction("mandatory_success"), K("g::A::d"): Prediction("mandatory_success")}
+    assert unrun({}, absent) == [K("f::A::c"), K("g::A::d")]
+    assert unrun({}, absent, tried={"f::A::other_float32"}) == [K("g::A::d")]
+
+
 def test_a_second_run_unrun_keeps_what_the_first_settled() -> None:
     # The execution collects whole files: a test it was not asked to run comes back skipped,
     # and must not hide the earlier eval's result for it.

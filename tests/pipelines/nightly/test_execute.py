@@ -237,4 +237,8 @@ def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: 
         "lost_coverage"] + stored["per_mode"]["skip"]["flaky"] + stored["per_mode"]["skip"]["not_run"] + stored[
         "per_mode"]["skip"]["by_preference"]
     assert (reference.run_dir / "eval" / "exec" / "results.jsonl").exists()
+    # Again: what the first could only skip (the profile's dtypes, a test's own skips) is settled.
+    assert kit.main(["eval", str(reference.run_dir), "--run-unrun", "--json"]) == 0
+    again = capsys.readouterr()
+    assert "running 0 test(s)" in again.err and json.loads(again.out)["sources"]["stored"] == stored
     assert kit.main(["eval", str(reference.run_dir), "--source", "oracle"]) == 2
