@@ -98,6 +98,7 @@ class _Pass:
         self.only: Path | None = None  # the --curate-only list of the next invocation, if any
         self.invocations: list[Invocation] = []
         self._reported_at = 0.0
+        self._stale = False  # events came that the progress has not counted yet
         # The last total, with the fold and the sizes it was counted from.
         self._total: tuple[EventFold | None, tuple[int, ...], int | None] = (None, (), None)
 
@@ -165,7 +166,7 @@ class _Pass:
         return f"{self.rootdir}/{nodeid}" if self.rootdir else nodeid
 
     def _report(self, fold: EventFold | None = None) -> None:
-        self._reported_at = time.monotonic()
+        self._reported_at, self._stale = time.monotonic(), False
         current = dict(self.records)
         if fold is not None:
             current.update((fold.key(n, r), r) for n, r in fold.finished_records().items())
@@ -227,7 +228,10 @@ class _Pass:
         events = tail.poll()
         for source, event in events:
             fold.feed(source, event)
-        if events and not (live and time.monotonic() - self._reported_at < REPORT_S):
+        # What a throttled poll left uncounted is counted at the next poll past REPORT_S, with
+        # or without new events (a long test must not hide the ones that finished before it).
+        self._stale = self._stale or bool(events)
+        if self._stale and not (live and time.monotonic() - self._reported_at < REPORT_S):
             self._report(fold)
 
 

@@ -44,7 +44,8 @@ def eval_cmd(
     """
     as_json = wants_json(fmt, as_json)
     from testcurator.pipelines.brain_report import RUN_FILE
-    from testcurator.pipelines.evaluate import SOURCES, EvalRun, compare, execute_unrun, markdown, observed, tried_variants, unrun
+    from testcurator.pipelines.evaluate import (SOURCES, EvalRun, compare, execute_unrun, markdown, observed,
+                                                tried_variants, unrun)
 
     run_path = _run_dir(run_dir, state_dir)
     meta_path = run_path / RUN_FILE

@@ -40,8 +40,8 @@ def test_gather_folds_instances_into_one_record_per_generic_test() -> None:
 
 
 def test_gather_keeps_the_calls_made_on_another_layout_by_op_and_marker() -> None:
-    rec = OpRecord("test/nn/test_embedding.py::TestEmbeddingNNDeviceTypeCPU::test_bag_cpu_float32", "TestEmbeddingNNDeviceType::test_bag",
-                   "captured", "cpu", "float32", aten=("aten::_embedding_bag_backward",), outcome="passed",
+    rec = OpRecord("test/nn/test_embedding.py::TestEmbeddingNNDeviceTypeCPU::test_bag_cpu_float32",
+                   "TestEmbeddingNNDeviceType::test_bag", "captured", "cpu", "float32", aten=("aten::_embedding_bag_backward",), outcome="passed",
                    calls=("aten::_embedding_bag_backward[sparse_coo](float32,int64)", "aten::add.Tensor(float32,float32)",
                           "aten::_indices[sparse_coo](float32)", "raises:RuntimeError:aten::clone[sparse_csr](float32)"))
     [evidence] = gather([rec]).values()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testcurator.runner.command import RunSpec
-from testcurator.runner.execute import execute, merge_retry
+from testcurator.runner.execute import REPORT_S, _Pass, execute, merge_retry
 from testcurator.runner.results.ingest import load_results
 from testcurator.runner.results.records import TestRecord, read_jsonl
 from testcurator.sharding import write_test_durations
@@ -376,3 +376,36 @@ def test_the_configs_skips_are_settled_at_collection_with_their_reasons(tmp_path
     done, counted, total = progress.updates[-1]
     assert (done, total) == (1, 1) and counted.get("skipped") == 2
     assert {total for _, _, total in progress.updates} <= {None, 1}  # never the settled ones, not even at first
+
+
+class _Tail:
+    """An event tail that hands out one batch of events per poll."""
+
+    def __init__(self, *batches: list[dict[str, object]]) -> None:
+        self.batches = list(batches)
+
+    def poll(self) -> list[tuple[Path, dict[str, object]]]:
+        return [(Path("ev.jsonl"), e) for e in (self.batches.pop(0) if self.batches else [])]
+
+
+def _finished(name: str) -> list[dict[str, object]]:
+    return [{"event": "start", "nodeid": name}, {"event": "report", "nodeid": name, "when": "call", "outcome": "passed"},
+            {"event": "finish", "nodeid": name}]
+
+
+def test_a_live_pass_recounts_at_most_every_report_interval_and_never_leaves_a_count_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testcurator.runner.eventlog import EventFold
+
+    now = [1000.0]
+    monkeypatch.setattr("testcurator.runner.execute.time.monotonic", lambda: now[0])
+    progress = _Updates()
+    run = _Pass(RunSpec(out_dir=tmp_path), "run", progress, {})
+    fold, tail = EventFold(), _Tail(_finished("t.py::a"), _finished("t.py::b"), [], [])
+    run._drain(tail, fold, live=True)
+    run._drain(tail, fold, live=True)  # b finished within the interval: not counted yet
+    assert [done for done, _, _ in progress.updates] == [1]
+    now[0] += REPORT_S
+    run._drain(tail, fold, live=True)  # no new event, but b is still uncounted
+    run._drain(tail, fold, live=True)  # nothing new: no recount
+    assert [done for done, _, _ in progress.updates] == [1, 2]
