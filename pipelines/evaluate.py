@@ -227,7 +227,8 @@ def unrun(truth: Mapping[TestKey, Sequence[ExecutionRecord]], predictions: Mappi
     def unsettled(key: TestKey, prediction: Prediction) -> bool:
         variants = truth.get(key, ())
         if not _kept(Prediction("mandatory_success"), variants):
-            return not any(v.variant in tried for v in variants) and not (not variants and key.file in tried_files)
+            ran = any(v.variant in tried for v in variants) if variants else key.file in tried_files
+            return not ran
         return _excludes(prediction) and not _excluded(prediction, variants) and \
             not any(v.variant in tried and v.excluded_by_edits(prediction) for v in variants)
 

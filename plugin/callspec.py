@@ -131,7 +131,7 @@ def layout_op(key: str) -> str | None:
     twin, or an op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
     inputs says nothing of the test's tensors (upstream test_embedding_padding_idx calls
     ``embedding(..., sparse=True)`` and passes on OpenReg, which has no sparse kernels)."""
-    op = key.partition("(")[0]
+    op = split_key(key)[0]
     return op if "[" in op and not is_raise_call(key) and _sparse_flag(dispatch_op(op)) is None else None
 
 

@@ -165,22 +165,14 @@ def _longrepr_text(report: pytest.TestReport | pytest.CollectReport) -> str | No
 
 
 def _report_event(report: pytest.TestReport) -> dict[str, Any]:
-    return {
-        **_report_fields(report.nodeid, report.when, report.outcome, _longrepr_text(report), report.duration,
-                         getattr(report, "wasxfail", None), report.user_properties, os.getpid(), time.time()),
-        # pytest 9 reports each unittest subTest of the call phase on its own, before the call's
-        # own report: a failing subTest leaves the call itself passing.
-        **({"subtest": True} if getattr(report, "context", None) is not None else {}),
-    }
-
-
-def _report_fields(nodeid: str, when: str | None, outcome: str, longrepr: str | None, duration: float,
-                   wasxfail: str | None, user_properties: Iterable[tuple[str, object]], pid: int,
-                   now: float) -> dict[str, Any]:
-    """A ``report`` line: one phase of a test (pytest's report, or a settled skip's)."""
-    return {"event": "report", "nodeid": nodeid, "when": when, "outcome": outcome, "longrepr": longrepr,
-            "duration": duration, "wasxfail": wasxfail,
-            "user_properties": [[str(k), str(v)] for k, v in user_properties], "pid": pid, "time": now}
+    """A ``report`` line: one phase of a test."""
+    return {"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+            "longrepr": _longrepr_text(report), "duration": report.duration, "wasxfail": getattr(report, "wasxfail", None),
+            "user_properties": [[str(k), str(v)] for k, v in report.user_properties], "pid": os.getpid(),
+            "time": time.time(),
+            # pytest 9 reports each unittest subTest of the call phase on its own, before the call's
+            # own report: a failing subTest leaves the call itself passing.
+            **({"subtest": True} if getattr(report, "context", None) is not None else {})}
 
 
 def _skip_reason(item: pytest.Item) -> str | None:
