@@ -21,8 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from testcurator.config.params import config_value, param_ref
 from testcurator.config.schema import Capabilities, ConfigDocument, Edits, FileEntry, TestEntry
 from testcurator.config.yamlio import locate, node_at, position
 from testcurator.config.upstream_names import defined_tests, variant_names
@@ -42,6 +43,26 @@ class ResolvedEntry:
     edits: Edits | None
     reason: str | None
     location: Location
+
+    def exclusions(self) -> Exclusions:
+        """What its edits exclude, as a decision and a prediction name it: dtypes, ops
+        (``OpRef.entries``), modules and params (``name=value``, config/params.param_ref)."""
+        edits = self.edits
+        if edits is None:
+            return Exclusions()
+        return Exclusions(
+            dtypes=tuple(d.name for d in edits.dtypes.exclude) if edits.dtypes else (),
+            ops=tuple(e for o in edits.ops.exclude for e in o.entries()) if edits.ops else (),
+            modules=tuple(m.name for m in edits.modules.exclude) if edits.modules else (),
+            params=tuple(param_ref(p.name, config_value(v)) for p in edits.params.exclude for v in p.values)
+            if edits.params else ())
+
+
+class Exclusions(NamedTuple):
+    dtypes: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

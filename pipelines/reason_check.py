@@ -29,6 +29,7 @@ from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.offline.rules import steady
 from testcurator.agents.refine import group_records
 from testcurator.config.apply import OWN_SKIP
+from testcurator.config.resolve import ResolvedEntry
 from testcurator.names import every
 from testcurator.pipelines.evaluate import Prediction, judge
 from testcurator.runner.results.records import TestRecord
@@ -118,20 +119,15 @@ def _first(text: str) -> str:
     return line if len(line) <= 160 else line[:157] + "..."
 
 
-def entries_of(configs: Mapping[str, Sequence[Any]]) -> dict[TestKey, tuple[Prediction, str]]:
+def entries_of(configs: Mapping[str, Sequence[ResolvedEntry]]) -> dict[TestKey, tuple[Prediction, str]]:
     """test -> (prediction with the entry's edits, reason) from loaded config entries per file
     (``rel`` -> ``ResolvedEntry`` list)."""
     out: dict[TestKey, tuple[Prediction, str]] = {}
     for rel, entries in configs.items():
         for entry in entries:
-            edits = entry.edits
-            prediction = Prediction(
-                entry.mode,
-                exclude_dtypes=tuple(d.name for d in (edits.dtypes.exclude if edits and edits.dtypes else ())),
-                exclude_ops=tuple(e for o in (edits.ops.exclude if edits and edits.ops else ()) for e in o.entries()),
-                exclude_modules=tuple(m.name for m in (edits.modules.exclude if edits and edits.modules else ())),
-                exclude_params=tuple(f"{p.name}={v}" for p in (edits.params.exclude if edits and edits.params else ())
-                                     for v in p.values))
+            cut = entry.exclusions()
+            prediction = Prediction(entry.mode, exclude_dtypes=cut.dtypes, exclude_ops=cut.ops,
+                                    exclude_modules=cut.modules, exclude_params=cut.params)
             for name in entry.names:
                 out[TestKey.of(rel, name)] = (prediction, entry.reason or "")
     return out

@@ -27,7 +27,6 @@ from testcurator.config.editor import ConfigEditor, EntrySpec
 from testcurator.config.layout import config_path as config_path_of
 from testcurator.config.loader import load_config
 from testcurator.config.resolve import LoadedConfig, ResolvedEntry, ResolvedFile
-from testcurator.config.params import config_value, param_ref
 from testcurator.pipelines.emit import SIDECAR, entry_for, fingerprint, load_sidecar, save_sidecar
 from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import TestKey
@@ -107,14 +106,9 @@ def _previous(file: ResolvedFile, test: str, emitted: Emitted) -> tuple[Decision
     entry = file.entry_for(test)
     if entry is None:
         return Decision(test, file.unlisted_test_mode, "not listed (unlisted_test_mode)", (), CONFIG_BRAIN, None), None
-    edits = entry.edits
-    dtypes = tuple(d.name for d in edits.dtypes.exclude) if edits and edits.dtypes else ()
-    ops = tuple(e for o in edits.ops.exclude for e in o.entries()) if edits and edits.ops else ()
-    modules = tuple(m.name for m in edits.modules.exclude) if edits and edits.modules else ()
-    params = tuple(param_ref(p.name, config_value(v)) for p in edits.params.exclude for v in p.values) \
-        if edits and edits.params else ()
-    return Decision(test, entry.mode, entry.reason or "", (), CONFIG_BRAIN, None, exclude_dtypes=dtypes, exclude_ops=ops,
-                    exclude_modules=modules, exclude_params=params,
+    cut = entry.exclusions()
+    return Decision(test, entry.mode, entry.reason or "", (), CONFIG_BRAIN, None, exclude_dtypes=cut.dtypes,
+                    exclude_ops=cut.ops, exclude_modules=cut.modules, exclude_params=cut.params,
                     machine_made=emitted.machine_made(entry, test)), entry
 
 
