@@ -23,7 +23,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.offline.rules import steady
