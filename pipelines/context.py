@@ -87,25 +87,36 @@ class RunContext:
         "stand (pipelines/nights/uptodate.py). 0: always run.", default=0.0)
     history_keep: int = _field("Runs whose outcomes the history keeps (memory/history.py); older ones are compacted.",
                                default=60)
+    checked: bool = _field(
+        "Whether the preflight checks (:meth:`preflight`) ran in :meth:`create`; False: the run runs them "
+        "itself once it knows it will run anything (pipelines/nightly/run.py, after the up-to-date check).",
+        default=True, compare=False)
     say: Say = _field("Where progress lines go.", default=_quiet, compare=False)
 
     @classmethod
     def create(cls, *, torch_root: Path, backend: Path, out_dir: Path, state_dir: Path, brain: str = "offline",
                llm_base_url: str | None = None, llm_model: str | None = None, llm_budget_s: float | None = None,
-               **settings: Any) -> RunContext:
+               preflight: bool = True, **settings: Any) -> RunContext:
         """Load the profile, discover its ops, make the brain; ``settings`` are the fields
-        above with defaults (``execute``, ``workers``, ``say``...)."""
+        above with defaults (``execute``, ``workers``, ``say``...). ``preflight`` False leaves
+        :meth:`preflight` to the caller (``testcurator run``: a run that would only repeat the
+        last one runs nothing, the checks included)."""
         if not torch_root.is_dir():
             raise MissingPathError(torch_root, "torch root")
         profile, paths = load_profile(backend)
-        _check_backend(profile, backend, torch_root)
+        if preflight:
+            _preflight(profile, backend, torch_root, state_dir)
         if settings.get("capture_budget_s") is None and not settings.get("capture_all"):
             settings["capture_budget_s"] = DEFAULT_CAPTURE_BUDGET_S
-        _check_harness(torch_root, state_dir)
         return cls(torch_root=torch_root.resolve(), profile_path=backend.resolve(), out_dir=out_dir.resolve(),
                    state_dir=state_dir.resolve(), profile=profile,
                    brain=_brain(brain, state_dir, llm_base_url, llm_model, llm_budget_s, settings.get("say")),
-                   backend=_backend_context(profile, paths["source_paths"]), **settings)
+                   backend=_backend_context(profile, paths["source_paths"]), checked=preflight, **settings)
+
+    def preflight(self) -> None:
+        """Bad input before any test runs: the backend module does not import where the tests
+        will run, or pytest breaks in the tree under its own pytest.ini and conftest.py."""
+        _preflight(self.profile, self.profile_path, self.torch_root, self.state_dir)
 
     @property
     def configs_dir(self) -> Path:
@@ -138,6 +149,11 @@ class RunContext:
     def backend_env(self) -> dict[str, str]:
         """Environment for test processes: the profile's python_path and env."""
         return self.profile.test_env(self.profile_path)
+
+
+def _preflight(profile: BackendProfile, path: Path, torch_root: Path, state_dir: Path) -> None:
+    _check_backend(profile, path, torch_root)
+    _check_harness(torch_root, state_dir)
 
 
 def _check_backend(profile: BackendProfile, path: Path, torch_root: Path) -> None:

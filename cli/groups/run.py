@@ -80,7 +80,10 @@ def run_cmd(
         from testcurator.pipelines.context import RunContext
         from testcurator.pipelines.nightly.run import run_nightly
 
-        ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=state, **settings)
+        # The preflight checks run in run_nightly, after its up-to-date check (a no-op night costs
+        # neither a backend import nor a pytest start).
+        ctx = RunContext.create(torch_root=torch_root, backend=backend, out_dir=out, state_dir=state,
+                                preflight=False, **settings)
         final = _run(run_nightly, ctx, console)
     _finish(out, final, console)
 

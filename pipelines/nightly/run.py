@@ -67,6 +67,8 @@ def run_nightly(ctx: RunContext) -> dict[str, Any]:
     if unchanged is not None:
         ctx.say(unchanged.line())
         return {"up_to_date": unchanged.run.run_id, "report": str(ctx.out_dir / "report.md")}
+    if not ctx.checked:
+        ctx.preflight()  # only now: a run that runs nothing needs no backend import nor a pytest start
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     thread_id, run_dir, resuming = _thread(ctx, "upgrade" if ctx.delta else "nightly")
     if key is not None:

@@ -53,13 +53,17 @@ def _runs(state: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_rerun_with_nothing_changed_runs_nothing_and_a_changed_config_runs_again(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     tree, out, state = tmp_path / "upstream", tmp_path / "out", tmp_path / "state"
+    checked: list[Path] = []  # the preflight checks (a backend import, a pytest start), each time they run
+    preflight = RunContext.preflight
+    monkeypatch.setattr(RunContext, "preflight", lambda ctx: (checked.append(ctx.torch_root), preflight(ctx))[1])
     (tree / "test").mkdir(parents=True)
     (tree / "test" / "test_small.py").write_text(SMALL, encoding="utf-8")
     shutil.copy(REPO / "examples" / "upstream" / "pytest.ini", tree / "pytest.ini")
     code, first = _run(tree, out, state, capsys)
     assert code == 0, first
+    assert len(checked) == 1 and (state / "preflight" / "harness.log").is_file()  # the tree has a pytest.ini
     (cold,) = _runs(state)
     report = (out / "report.json").read_bytes()
     configs = {p: p.read_bytes() for p in (out / "configs").rglob("*.yaml")}
@@ -68,6 +72,7 @@ def test_a_rerun_with_nothing_changed_runs_nothing_and_a_changed_config_runs_aga
     assert code == 0, again
     assert f"up to date: nothing changed since run {cold}" in again
     assert _runs(state) == [cold]  # no run folder, no history entry, no test run
+    assert len(checked) == 1  # nor the preflight's backend import and pytest start
     assert "memory:" not in again and "judge:" not in again
     assert (out / "report.json").read_bytes() == report
     assert {p: p.read_bytes() for p in (out / "configs").rglob("*.yaml")} == configs
@@ -81,7 +86,7 @@ def test_a_rerun_with_nothing_changed_runs_nothing_and_a_changed_config_runs_aga
     code, edited = _run(tree, out, state, capsys)
     assert code == 0, edited
     assert "up to date" not in edited and "judge: passed" in edited
-    assert len(_runs(state)) == 2
+    assert len(_runs(state)) == 2 and len(checked) == 2
 
     ctx = RunContext.create(torch_root=tree, backend=BACKEND, out_dir=out, state_dir=state, execute=True,
                             embed=False, capture_ops=False, probe=False, retries=0, reuse_within_s=3600.0)
