@@ -117,8 +117,10 @@ class BrainSource:
         from testcurator.pipelines import decide
         from testcurator.pipelines.context import RunContext
 
+        # No preflight: the bucket step reads the run's evidence and runs no test, so neither the
+        # backend's import nor a pytest start in the tree tells it anything (4 s an eval).
         ctx = RunContext.create(torch_root=run.torch_root, backend=run.profile_path, out_dir=run.out_dir,
-                                state_dir=run.state_dir, brain=self.name, execute=False,
+                                state_dir=run.state_dir, brain=self.name, execute=False, preflight=False,
                                 llm_base_url=run.llm.get("base_url"), llm_model=run.llm.get("model"))
         store = RunStore(run.run_dir)
         out: dict[str, Prediction] = {}

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from testcurator.pipelines import context
 from testcurator.runner.results.records import read_jsonl
 
 DROPPED = ("test/test_ops.py", "test/test_view_ops.py")
@@ -219,8 +220,8 @@ def test_report_judges_the_pre_execution_decisions(reference: Done) -> None:
 
 
 @pytest.mark.slow
-def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: Done,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: Done, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     before = reference.report["eval"]["sources"]["offline (this run)"]["total"]
     capsys.readouterr()
     assert kit.main(["eval", str(reference.run_dir), "--run-unrun", "--json"]) == 0
@@ -238,7 +239,12 @@ def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: 
         "per_mode"]["skip"]["by_preference"]
     assert (reference.run_dir / "eval" / "exec" / "results.jsonl").exists()
     # Again: what the first could only skip (the profile's dtypes, a test's own skips) is settled.
+    # With nothing to run, nothing imports the backend or starts pytest: the offline brain's
+    # predictions read the run's evidence (a preflight cost 4 s an eval).
+    preflights: list[Path] = []
+    monkeypatch.setattr(context, "_preflight", lambda *args: preflights.append(args[2]))
     assert kit.main(["eval", str(reference.run_dir), "--run-unrun", "--json"]) == 0
     again = capsys.readouterr()
     assert "running 0 test(s)" in again.err and json.loads(again.out)["sources"]["stored"] == stored
+    assert preflights == []
     assert kit.main(["eval", str(reference.run_dir), "--source", "oracle"]) == 2
