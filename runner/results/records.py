@@ -14,7 +14,10 @@ start); ``evidence`` is what the classifier matched, kept whole.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -92,19 +95,40 @@ def record_from_json(data: dict[str, Any], *, file: str = "<json>", line: int | 
         raise BadInputError(f"{Location(file, line)}: {exc}") from exc
 
 
+# A run reads its results files several times once they are written (the draft's: the merge,
+# the configs, the verification's plan; the verification's: the reason check, the report, the
+# gap board, the night's history): 0.6 s a read at the corpus's 36,000 records, against 0.02 s
+# to hash the bytes. Records are frozen, so the last few files' records are kept, by content.
+_READ_CACHE: OrderedDict[bytes, tuple[TestRecord, ...]] = OrderedDict()
+_READ_CACHE_FILES = 4
+
+
 def read_jsonl(path: Path) -> list[TestRecord]:
     """Every record of a results JSONL file; a bad line is a BadInputError with its line."""
+    data = path.read_bytes()
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    if key in _READ_CACHE:
+        _READ_CACHE.move_to_end(key)
+        return list(_READ_CACHE[key])
+    records = _parse(path, data.decode("utf-8"))
+    _READ_CACHE[key] = tuple(records)
+    while len(_READ_CACHE) > _READ_CACHE_FILES:
+        _READ_CACHE.popitem(last=False)
+    return records
+
+
+def _parse(path: Path, text: str) -> list[TestRecord]:
     records: list[TestRecord] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problem = Problem(Location(str(path), lineno, exc.colno), f"invalid JSON: {exc.msg}")
-                raise BadInputError(str(problem)) from exc
-            records.append(record_from_json(data, file=str(path), line=lineno))
+    # Lines as a text-mode file reads them (universal newlines), not str.splitlines's.
+    for lineno, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problem = Problem(Location(str(path), lineno, exc.colno), f"invalid JSON: {exc.msg}")
+            raise BadInputError(str(problem)) from exc
+        records.append(record_from_json(data, file=str(path), line=lineno))
     return records
 
 
