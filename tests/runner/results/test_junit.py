@@ -137,3 +137,31 @@ def test_bad_input_names_file_and_line(tmp_path: Path, content: str, name: str, 
     with pytest.raises(BadInputError) as info:
         load_results([path])
     assert f"{path}{where}" in str(info.value)
+
+
+@pytest.mark.parametrize("outcome", ["passed", "failed", "error", "crashed", "timeout", "skipped", "xfailed", "xpassed"])
+def test_the_junit_text_is_xml_that_keeps_every_character_a_record_may_hold(tmp_path: Path, outcome: str) -> None:
+    """Quotes, ampersands, angle brackets, CR, LF and tabs come back as they were; the control
+    characters XML 1.0 forbids (ANSI colours) come back as '?'."""
+    import xml.etree.ElementTree as ET
+
+    odd = 'say "a" & <b> \'c\'\r\n\tend \x1b[31m'
+    record = TestRecord("a/t.py::TestA::test_x[p<1>]", outcome, generic="TestA::test_x", evidence=odd,
+                        failure_class="assertion", failure_text=odd + " ]]> tail", params=(("p", "'<1>'"),), duration=1.5)
+    write_junit(tmp_path / "junit.xml", [record])
+    (case,) = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    assert (case.get("classname"), case.get("name"), case.get("time")) == ("a.t.TestA", "test_x[p<1>]", "1.500")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    cleaned = odd.replace("\x1b", "?")
+    assert props["curate_evidence"] == cleaned and props["curate_outcome"] == outcome
+    assert props["curate_params"] == '{"p": "\'<1>\'"}'
+    (back,) = load_results([tmp_path / "junit.xml"])
+    assert (back.outcome, back.evidence, back.params) == (outcome, cleaned, (("p", "'<1>'"),))
+    outcome_elements = [child for child in case if child.tag != "properties"]
+    if outcome in ("passed", "xpassed"):
+        assert outcome_elements == []
+    else:
+        (element,) = outcome_elements
+        assert element.tag == {"error": "error", "skipped": "skipped", "xfailed": "skipped"}.get(outcome, "failure")
+        if element.tag != "skipped":
+            assert element.text == cleaned.replace("\r\n", "\n") + " ]]> tail"  # an XML parser reads CR LF as LF
