@@ -69,7 +69,10 @@ class MiniLMEmbedder:
 
     name = "all-MiniLM-L6-v2"
 
-    def __init__(self, batch_size: int = 64) -> None:
+    # Small batches: the model pads each batch to its longest text, and the summaries run from
+    # 40 to 150 tokens. The corpus's 422 texts on 2 cores: 6.4 s in batches of 64, 4.5 s of 8
+    # (4.7 s of 4, 4.8 s of 16), the vectors equal to 1e-7.
+    def __init__(self, batch_size: int = 8) -> None:
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
