@@ -47,15 +47,20 @@ def _text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _head(indent: str, tag: str, attrs: Iterable[tuple[str, str]]) -> str:
+    """An element's start, ``<tag`` and its attributes, their values cleaned and escaped (no ``>``)."""
+    return f"{indent}<{tag}" + "".join(f' {name}="{_attr(_clean(value))}"' for name, value in attrs)
+
+
 def _element(indent: str, tag: str, attrs: Iterable[tuple[str, str]], text: str = "") -> str:
-    """One element without children, on its own line; its attributes' values are cleaned and escaped."""
-    head = f"{indent}<{tag}" + "".join(f' {name}="{_attr(_clean(value))}"' for name, value in attrs)
+    """One element without children, on its own line."""
+    head = _head(indent, tag, attrs)
     return f"{head}>{_text(_clean(text))}</{tag}>" if text else f"{head} />"
 
 
 def _testcase(record: TestRecord) -> Iterator[str]:
     classname, name = split_nodeid(record.nodeid)
-    yield f'    <testcase classname="{_attr(_clean(classname))}" name="{_attr(_clean(name))}" time="{record.duration:.3f}">'
+    yield _head("    ", "testcase", [("classname", classname), ("name", name), ("time", f"{record.duration:.3f}")]) + ">"
     yield "      <properties>"
     for key in _PROPERTY_FIELDS:
         value = getattr(record, key)
@@ -85,13 +90,9 @@ def junit_text(records: Sequence[TestRecord], name: str = "testcurator") -> str:
     suite = [("name", name), ("tests", str(len(records))), ("failures", str(c["failed"] + c["crashed"] + c["timeout"])),
              ("errors", str(c["error"])), ("skipped", str(c["skipped"] + c["xfailed"])),
              ("time", f"{sum(r.duration for r in records):.3f}")]
-    if not records:
-        return "\n".join(['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>", _element("  ", "testsuite", suite),
-                          "</testsuites>", ""])
-    head = _element("  ", "testsuite", suite)[:-3] + ">"
-    lines = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>", head,
-             *(line for record in records for line in _testcase(record)), "  </testsuite>", "</testsuites>", ""]
-    return "\n".join(lines)
+    body = ([_head("  ", "testsuite", suite) + ">", *(line for r in records for line in _testcase(r)), "  </testsuite>"]
+            if records else [_element("  ", "testsuite", suite)])
+    return "\n".join(['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>", *body, "</testsuites>", ""])
 
 
 def write_junit(path: Path, records: Sequence[TestRecord]) -> None:
