@@ -70,8 +70,19 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     # The backend must be registered before any conftest or test module imports
     # torch.testing._internal.common_device_type, which fixes its device list at import.
     spec = getattr(early_config.known_args_namespace, "curate_backend", None)
-    if spec:
+    if spec and not hands_tests_to_workers(early_config.known_args_namespace):
         import_backend(spec)
+
+
+def hands_tests_to_workers(options: argparse.Namespace) -> bool:
+    """Whether this process is pytest-xdist's controller, which runs no test: its workers
+    import the backend. Left out there, PyTorch and the backend cost the controller 280 MB
+    (OpenReg), beside what it holds for every report of a large run. Conservative: only a
+    fixed worker count (``-n 2``; ``auto`` is resolved later) without ``--pdb`` (which runs
+    the tests here), and never in a process xdist started as a worker."""
+    workers = getattr(options, "numprocesses", None)
+    return (isinstance(workers, int) and workers > 0 and not getattr(options, "usepdb", False)
+            and "PYTEST_XDIST_WORKER" not in os.environ)
 
 
 _LOADED: dict[str, object] = {}
@@ -136,7 +147,7 @@ def _import_module(spec: str) -> object:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("curate_backend", None):
+    if config.getoption("curate_backend", None) and not hands_tests_to_workers(config.option):
         from testcurator.plugin.backend_guard import guard
 
         import_backend(config.getoption("curate_backend"))
