@@ -12,11 +12,21 @@ tracebacks that the JUnit XML carries, which the classifier and the gap board re
 So the same lookup is answered from an index built once, from the same reports, and the
 summary prints what it printed before. Registered by :mod:`testcurator.plugin.events` (only in
 processes started with ``--curate-events``); a pytest without that private method is left alone.
+
+The terminal reporter also keeps every report until the session ends, three a test (setup,
+call, teardown), each with the item's keywords and the captured output: on a draft of 35,000
+tests, most of what pytest-xdist's controller held (OpenReg's draft: 857 MB). Once every
+other plugin has logged a report (:class:`ReportTrim`), what the summary will not print is let
+go: a passed setup report, a passed teardown report of a test whose call did not fail, and the
+keywords and captured output of a report that passed or skipped. Outcomes, counts, skip and
+xfail reasons and every failure's text stay. With ``-rP``/``-rA`` (a summary of passes) the
+reports are kept whole.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -58,7 +68,34 @@ class LinearSummary:
             setattr(reporter, _METHOD, TeardownIndex(reporter))
 
 
+class ReportTrim:
+    """Lets go of what the terminal summary of a run will not print, as each report is logged."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.failed_calls: set[str] = set()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        yield  # after every other plugin: terminal, JUnit XML, the tree's own reporters
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or set(getattr(reporter, "reportchars", "")) & {"P", "A"}:
+            return
+        if report.failed:
+            if report.when == "call":
+                self.failed_calls.add(report.nodeid)
+            return
+        if report.when == "teardown" and report.nodeid in self.failed_calls:
+            self.failed_calls.discard(report.nodeid)
+            return  # the failure's summary prints this teardown's captured output
+        report.keywords, report.sections = {}, []
+        kept = reporter.stats.get("")
+        if report.passed and report.when != "call" and kept and kept[-1] is report:
+            kept.pop()
+
+
 def register(config: pytest.Config) -> None:
-    """Register :class:`LinearSummary` once per config."""
+    """Register :class:`LinearSummary` and :class:`ReportTrim` once per config."""
     if not config.pluginmanager.has_plugin(PLUGIN_NAME):
         config.pluginmanager.register(LinearSummary(), PLUGIN_NAME)
+        config.pluginmanager.register(ReportTrim(config), f"{PLUGIN_NAME}-trim")
