@@ -14,13 +14,15 @@ summary prints what it printed before. Registered by :mod:`testcurator.plugin.ev
 processes started with ``--curate-events``); a pytest without that private method is left alone.
 
 The terminal reporter also keeps every report until the session ends, three a test (setup,
-call, teardown), each with the item's keywords and the captured output: on a draft of 35,000
-tests, most of what pytest-xdist's controller held (OpenReg's draft: 857 MB). Once every
+call, teardown), each with the item's keywords and the captured output: on OpenReg's draft of
+the corpus, pytest-xdist's controller reached 857 MB. Once every
 other plugin has logged a report (:class:`ReportTrim`), what the summary will not print is let
 go: a passed setup report, a passed teardown report of a test whose call did not fail, and the
 keywords and captured output of a report that passed or skipped. Outcomes, counts, skip and
 xfail reasons and every failure's text stay. With ``-rP``/``-rA`` (a summary of passes) the
-reports are kept whole.
+reports are kept whole. Measured: a synthetic 35,000-test session under ``-n 2``, the
+controller's peak 372 -> 199 MB; OpenReg's real draft of 1,978 unary-ufunc tests, the
+controller grew 11 MB instead of 30.
 """
 
 from __future__ import annotations
