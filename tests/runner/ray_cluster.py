@@ -84,10 +84,10 @@ def ray_cluster(logs: Path) -> Iterator[str]:
     """Yield the cluster's address; every process it started is killed on exit."""
     port = _free_port()
     temp = Path(f"/tmp/rtc{os.getpid()}")  # short: Ray's socket paths must fit in 107 bytes
-    nodes = [[str(BIN / "ray"), "start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
-              f"--ray-client-server-port={_free_port()}", f"--temp-dir={temp}", *_node_ports()]]
-    nodes += [[str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--num-cpus=1",
-               '--resources={"curatedev": 1}', *_node_ports()] for _ in range(2)]
+    head = [str(BIN / "ray"), "start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false",
+            f"--ray-client-server-port={_free_port()}", f"--temp-dir={temp}"]
+    worker = [str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"curatedev": 1}']
+    nodes = [head, worker, worker]
     procs: list[subprocess.Popen[bytes]] = []
     logs.mkdir(parents=True, exist_ok=True)
     address = f"127.0.0.1:{port}"
@@ -97,15 +97,18 @@ def ray_cluster(logs: Path) -> Iterator[str]:
             # the whole suite's load one raylet in several runs never registered in 300 s,
             # while the same tests alone join in seconds.
             for attempt in (1, 2):
+                # Ports chosen again at each attempt: a port taken between its check and the
+                # raylet's bind stops that raylet, and would stop a retry on the same ports.
                 # Own session per node: its raylet and workers are found (and stopped) by it.
-                procs.append(subprocess.Popen(cmd, env=cluster_env(), start_new_session=True,
+                procs.append(subprocess.Popen([*cmd, *_node_ports()], env=cluster_env(), start_new_session=True,
                                               stdout=(logs / f"node{i}-{attempt}.log").open("wb"), stderr=subprocess.STDOUT))
                 # One node at a time: nodes of one host name their session's sockets by what
                 # exists yet, and two starting together pick the same name.
                 why = _wait(address, devices=i, nodes=i + 1, timeout=READY_TIMEOUT_S if i == 0 else READY_TIMEOUT_S // 2)
                 if why is None:
                     break
-                assert attempt == 1 and i > 0, why
+                log = (logs / f"node{i}-{attempt}.log").read_text(errors="replace").strip().splitlines()
+                assert attempt == 1 and i > 0, f"{why}; the node's log ends: {log[-5:]}"
                 _kill({procs[-1].pid})
                 procs.pop().wait(timeout=60)
         yield address
