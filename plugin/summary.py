@@ -15,9 +15,8 @@ processes started with ``--curate-events``); a pytest without that private metho
 
 The terminal reporter also keeps every report until the session ends, three a test (setup,
 call, teardown), each with the item's keywords and the captured output: on OpenReg's draft of
-the corpus, pytest-xdist's controller reached 857 MB. Once every
-other plugin has logged a report (:class:`ReportTrim`), what the summary will not print is let
-go: a passed setup report, a passed teardown report of a test whose call did not fail, and the
+the corpus, pytest-xdist's controller reached 857 MB. Once every other plugin has logged a
+report (:class:`ReportTrim`), what the summary will not print is let go: a passed setup report, a passed teardown report of a test whose call did not fail, and the
 keywords and captured output of a report that passed or skipped. Outcomes, counts, skip and
 xfail reasons and every failure's text stay. With ``-rP``/``-rA`` (a summary of passes) the
 reports are kept whole. Measured: a synthetic 35,000-test session under ``-n 2``, the

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testcurator.errors import MemoryStoreError
-from testcurator.memory.minilm import MiniLMEmbedder, load_minilm
+from testcurator.memory.minilm import MiniLMEmbedder, encode_here, load_minilm
 
 TEXTS = ["test that torch.add adds two tensors elementwise with broadcasting",
          "checks a checkpoint written by torch.save loads back",
@@ -31,11 +31,8 @@ def test_the_child_gives_the_in_process_vectors_exactly_and_a_dead_one_is_a_clea
     finally:
         embedder.close()
     model = load_minilm()
-    expected = model.encode(TEXTS, batch_size=8, normalize_embeddings=True, show_progress_bar=False,
-                            convert_to_numpy=True).tolist()
-    assert got == expected and len(got[0]) == 384
-    assert again == model.encode(TEXTS[:1], batch_size=8, normalize_embeddings=True, show_progress_bar=False,
-                                 convert_to_numpy=True).tolist()
+    assert got == encode_here(model, TEXTS, 8) and len(got[0]) == 384
+    assert again == encode_here(model, TEXTS[:1], 8)
 
 
 @pytest.mark.slow

@@ -100,15 +100,16 @@ def ray_cluster(logs: Path) -> Iterator[str]:
                 # Ports chosen again at each attempt: a port taken between its check and the
                 # raylet's bind stops that raylet, and would stop a retry on the same ports.
                 # Own session per node: its raylet and workers are found (and stopped) by it.
+                log = logs / f"node{i}-{attempt}.log"
                 procs.append(subprocess.Popen([*cmd, *_node_ports()], env=cluster_env(), start_new_session=True,
-                                              stdout=(logs / f"node{i}-{attempt}.log").open("wb"), stderr=subprocess.STDOUT))
+                                              stdout=log.open("wb"), stderr=subprocess.STDOUT))
                 # One node at a time: nodes of one host name their session's sockets by what
                 # exists yet, and two starting together pick the same name.
                 why = _wait(address, devices=i, nodes=i + 1, timeout=READY_TIMEOUT_S if i == 0 else READY_TIMEOUT_S // 2)
                 if why is None:
                     break
-                log = (logs / f"node{i}-{attempt}.log").read_text(errors="replace").strip().splitlines()
-                assert attempt == 1 and i > 0, f"{why}; the node's log ends: {log[-5:]}"
+                # The log is read only for the message, when the assertion fails.
+                assert attempt == 1 and i > 0, f"{why}; the node's log ends: {log.read_text(errors='replace').splitlines()[-5:]}"
                 _kill({procs[-1].pid})
                 procs.pop().wait(timeout=60)
         yield address
