@@ -89,7 +89,7 @@ def child(variant: str, config: Path, root: Path) -> dict[str, float]:
     import yaml
 
     from testcurator.config.loader import load_config, validate
-    from testcurator.names import dtype_names
+    from testcurator.installed import dtype_names
 
     dtype_names()
     text = config.read_text()

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from testcurator.names import dtype_names, is_generic_name
+from testcurator.installed import dtype_names
+from testcurator.names import is_generic_name
 from testcurator.vocab import Mode, op_at
 
 SCHEMA_VERSION = 1

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from testcurator.installed import dtype_names
 from testcurator.vocab import join_name, split_name
 
 # ``Class::test`` for methods; a bare ``test_func`` for module-level pytest functions.
@@ -89,16 +90,6 @@ def params_from(value: Any) -> Params:
         return tuple(sorted((str(k), str(v)) for k, v in items))
     except (TypeError, ValueError):
         raise ValueError(f"params: expected a mapping of argument to value, got {value!r:.80}") from None
-
-
-@lru_cache(maxsize=1)
-def dtype_names() -> frozenset[str]:
-    """Every dtype name as PyTorch spells it in test names (``float32``, ``bool``...)."""
-    import torch
-
-    return frozenset(
-        str(v).split(".", 1)[1] for v in vars(torch).values() if isinstance(v, torch.dtype)
-    )
 
 
 def split_dtypes(dtype: str | None) -> tuple[str, ...]:

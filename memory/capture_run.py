@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
+from testcurator.installed import torch_version
 from testcurator.memory.capture_select import RuleOut, Selection, project, select
 from testcurator.memory.capture_shards import run_capture
 from testcurator.plugin.oprecord import OpRecord, read_records
@@ -38,8 +39,9 @@ from testcurator.vocab import TestKey
 # 8: DLPack's Python-level calls (callspec.PYTHON_CALLS); 9: torch.nn modules' forwards
 # (callspec.MODULE_NAMESPACE) and sparse COO examples; 10: a sparse call's key names its layout;
 # 11: failures confirmed in the capture's own pytest (``mode_failure``); 12: a raising twin names
-# the exception's type (callspec.raise_call); 13: a call whose ``sparse`` flag is set is keyed sparse
-CAPTURE_FORMAT = "oprecord/13"
+# the exception's type (callspec.raise_call); 13: a call whose ``sparse`` flag is set is keyed sparse;
+# 14: the layouts of the calls, read where they were made (``layouts``)
+CAPTURE_FORMAT = "oprecord/14"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13
@@ -137,9 +139,7 @@ def _by_file(selection: Selection) -> dict[str, tuple[OpRecord, ...]]:
 
 
 def _cache_path(state_dir: Path, torch_root: Path, rel: str, kept: Sequence[OpRecord]) -> Path:
-    import torch
-
-    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch.__version__}\0{rel}\0".encode())
+    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch_version()}\0{rel}\0".encode())
     digest.update((torch_root / rel).read_bytes())
     digest.update("\n".join(r.nodeid for r in kept).encode())
     return state_dir / CACHE_DIR / f"{digest.hexdigest()[:24]}.jsonl"

@@ -287,7 +287,8 @@ def _projected(done: OpRecord, target: OpRecord, known: Mapping[str, str]) -> Op
     raised = tuple(sorted({_call(c, swap) for c in done.raised}))
     examples = {_call(k, swap): _example(known[k], swap) for k in done.calls if k in known}
     return replace(done, nodeid=target.nodeid, dtype=target.dtype, outcome=None, failure=None, error=None,
-                   calls=calls if swap else (), examples=examples if swap else {}, raised=raised if swap else ())
+                   calls=calls if swap else (), layouts=done.layouts if swap else (), examples=examples if swap else {},
+                   raised=raised if swap else ())
 
 
 def _call(key: str, swap: Mapping[str, str]) -> str:

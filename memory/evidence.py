@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
 from testcurator.names import split_dtypes
-from testcurator.plugin.callspec import layout_op
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.vocab import FAILING, TestKey
 
@@ -84,7 +83,7 @@ def gather(records: Iterable[OpRecord]) -> dict[TestKey, TestEvidence]:
         entry["dtypes"].update(members)  # each member of a dtype pair
         if rec.source == "captured":
             entry["aten"].update(rec.aten)
-            entry["layouts"].update(op for op in map(layout_op, rec.calls) if op)
+            entry["layouts"].update(rec.layouts)
             if rec.outcome:
                 entry["cpu"][rec.nodeid] = rec.outcome
                 if rec.outcome in FAILING:

@@ -39,6 +39,7 @@ from typing import Any
 
 from testcurator.errors import ExecutionError
 from testcurator.files import atomic_write_text
+from testcurator.installed import torch_version
 from testcurator.memory.builder import BuildStats, build
 from testcurator.memory.capture_run import CAPTURE_FORMAT, CapturePlan, DeviceTarget, capture_kept, summary
 from testcurator.memory.capture_select import RuleOut
@@ -127,11 +128,9 @@ def read_capture(paths: Iterable[Path | None]) -> list[OpRecord]:
 
 
 def _content_key(torch_root: Path, files: Sequence[str]) -> str:
-    import torch
-
     # The capture format's version is part of the key: a cache written in an older format
     # (``node_id`` before ``nodeid``) is not read back.
-    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch.__version__}".encode())
+    digest = hashlib.sha256(f"{CAPTURE_FORMAT}\0{torch_version()}".encode())
     for rel in files:
         digest.update(rel.encode() + b"\0" + (torch_root / rel).read_bytes())
     return digest.hexdigest()[:24]

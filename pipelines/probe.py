@@ -24,6 +24,7 @@ from typing import Any
 from testcurator.agents.decision import Decision
 from testcurator.agents.offline.probe import from_probe
 from testcurator.config.profile import BackendProfile, load_profile
+from testcurator.installed import torch_version
 from testcurator.memory.capability import (
     CapabilityTable, backend_version, probe_evidence, write_probe_evidence,
 )
@@ -50,11 +51,9 @@ class ProbeTarget:
         return cls(profile, profile_path.resolve(), state_dir)
 
     def table(self) -> CapabilityTable:
-        import torch
-
         _, paths = load_profile(self.profile_path)
         digest = backend_digest(self.profile, self.profile_path, paths["source_paths"])
-        return CapabilityTable(self.state_dir, backend_version(digest), torch.__version__)
+        return CapabilityTable(self.state_dir, backend_version(digest), torch_version())
 
 
 def run_probe(target: ProbeTarget, *, evidence_out: Path | None = None, only: Collection[str] | None = None,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
+from testcurator.installed import torch_version
 from testcurator.pipelines import brain_report
 from testcurator.pipelines.context import RunContext
 from testcurator.pipelines.nights.identity import upstream_revision
@@ -90,9 +91,7 @@ def collect(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict[
 # --- what the run was ---------------------------------------------------------------------------
 def run_identity(torch_root: Path) -> dict[str, Any]:
     """torch version, upstream revision, date; command and exit code come at the end."""
-    import torch
-
-    return {"torch_version": str(torch.__version__), "upstream_revision": upstream_revision(torch_root),
+    return {"torch_version": torch_version(), "upstream_revision": upstream_revision(torch_root),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": None, "exit_code": None}
 
 

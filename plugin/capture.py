@@ -41,6 +41,7 @@ from typing import IO, Any
 import pytest
 from _pytest.runner import runtestprotocol
 
+from testcurator.plugin.callspec import layout_op
 from testcurator.plugin.compile_capture import CompileCapturePlugin
 from testcurator.plugin.oprecord import OpRecord, capture_parts, merge_outcome, op_name
 from testcurator.plugin.recorder import ModuleCallRecorder, PythonCallRecorder, recorder_class
@@ -294,7 +295,8 @@ class CapturePlugin:
             fields = {"generic": item.name}
             errors.append(f"identify: {exc!r}")
         return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
-                        calls=tuple(sorted(pending.calls)), examples=dict(sorted(pending.examples.items())),
+                        calls=tuple(sorted(pending.calls)), layouts=tuple(sorted({op for op in map(layout_op, pending.calls) if op})),
+                        examples=dict(sorted(pending.examples.items())),
                         raised=tuple(sorted(pending.raised - pending.worked)),
                         outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,
                         mode_failure=mode_failure, rerun_s=rerun_s, **fields)

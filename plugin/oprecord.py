@@ -60,6 +60,10 @@ class OpRecord:
     error: str | None = None  # what went wrong with the capture itself, not the test
     failure: str | None = None  # the test's own failure on CPU: its exception line (captured records)
     calls: tuple[str, ...] = ()  # call keys (op + input dtypes), captured records only
+    # Of those calls' ops, the ones a tensor of another layout than strided marks
+    # (callspec.layout_op): read where the calls were made, which has torch to read their
+    # schemas; the run's driver, which reads the records, does not import torch.
+    layouts: tuple[str, ...] = ()
     examples: Mapping[str, str] = field(default_factory=dict)  # call key -> replayable example (JSON)
     # Calls that raised every time the test made them (it made them to see them fail: an
     # argument check the test expects on CPU); captured records only.
@@ -72,8 +76,10 @@ class OpRecord:
     rerun_s: float | None = None
 
     def to_json(self) -> str:
-        data = {**asdict(self), "aten": list(self.aten), "calls": list(self.calls),
+        data = {**asdict(self), "aten": list(self.aten), "calls": list(self.calls), "layouts": list(self.layouts),
                 "examples": dict(self.examples), "raised": list(self.raised)}
+        if not self.layouts:
+            del data["layouts"]
         if not self.mode_failure:  # the rare cases only: a capture file holds thousands of lines
             del data["mode_failure"]
         if self.rerun_s is None:
@@ -90,9 +96,10 @@ class OpRecord:
         if data["source"] not in SOURCES:
             raise BadInputError(f"{where}: source must be one of {SOURCES}, got {data['source']!r}")
         known = {k: data.get(k) for k in cls.__dataclass_fields__
-                 if k not in ("aten", "calls", "examples", "raised", "mode_failure", "rerun_s")}
+                 if k not in ("aten", "calls", "layouts", "examples", "raised", "mode_failure", "rerun_s")}
         aten, calls, raised = data.get("aten") or [], data.get("calls") or [], data.get("raised") or []
-        for name, value in (("aten", aten), ("calls", calls), ("raised", raised)):
+        layouts = data.get("layouts") or []
+        for name, value in (("aten", aten), ("calls", calls), ("layouts", layouts), ("raised", raised)):
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
                 raise BadInputError(f"{where}: {name} must be a list of strings")
         examples = data.get("examples") or {}
@@ -102,7 +109,7 @@ class OpRecord:
         if rerun_s is not None and (isinstance(rerun_s, bool) or not isinstance(rerun_s, (int, float))):
             raise BadInputError(f"{where}: rerun_s must be a number of seconds, got {rerun_s!r}")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
-                   examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True,
+                   layouts=tuple(sorted(set(layouts))), examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True,
                    rerun_s=None if rerun_s is None else float(rerun_s))
 
 

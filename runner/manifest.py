@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
+from testcurator.installed import torch_dir, version_fields
 from testcurator.runner.command import RunSpec, Selection
 from testcurator.runner.partition import PLAN_KEY, read_plan
 from testcurator.runner.provenance import ci_provenance
@@ -68,17 +67,7 @@ def git_revision(root: Path | None) -> dict[str, Any] | None:
 
 
 def torch_info() -> dict[str, str | None]:
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return {"version": None, "git_version": None}
-    version_file = Path(list(spec.submodule_search_locations)[0]) / "version.py"
-    text = version_file.read_text(encoding="utf-8") if version_file.exists() else ""
-
-    def field(name: str) -> str | None:
-        match = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
-        return match.group(1) if match else None
-
-    return {"version": field("__version__"), "git_version": field("git_version"), "cuda": field("cuda")}
+    return {"version": None, "git_version": None} if torch_dir() is None else version_fields()
 
 
 def cpu_model() -> str | None:

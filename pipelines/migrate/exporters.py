@@ -33,7 +33,8 @@ from testcurator.config.loader import load_config
 from testcurator.config.resolve import LoadedConfig
 from testcurator.errors import BadInputError
 from testcurator.files import atomic_write_text
-from testcurator.names import KNOWN_DEVICES, TestIdentity, dtype_names, split_device_class
+from testcurator.installed import dtype_names
+from testcurator.names import KNOWN_DEVICES, TestIdentity, split_device_class
 from testcurator.runner.collect import CollectedTest, collect
 from testcurator.vocab import HELD_BACK_MODES, TestKey, split_name
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from testcurator.config.profile import load_profile
+from testcurator.installed import torch_version
 from testcurator.memory.api import Memory
 from testcurator.memory.history import RunIdentity
 from testcurator.memory.run_identity import backend_digest, config_digest
@@ -88,11 +89,9 @@ def take(ctx: RunContext, store: RunStore, standing: Path | None) -> RunIdentity
 def identity_inputs(ctx: RunContext) -> dict[str, str]:
     """The backend digest, torch's version and the upstream revision: the inputs a change of
     outcome is explained by (a run's key starts with them, pipelines/nights/uptodate.py)."""
-    import torch
-
     _, paths = load_profile(ctx.profile_path)
     return {"backend": backend_digest(ctx.profile, ctx.profile_path, paths["source_paths"]),
-            "torch": str(torch.__version__), "upstream": upstream_revision(ctx.torch_root)}
+            "torch": torch_version(), "upstream": upstream_revision(ctx.torch_root)}
 
 
 def read(store: RunStore) -> RunIdentity | None:

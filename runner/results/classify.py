@@ -219,7 +219,7 @@ def _line_of(text: str, match: re.Match[str]) -> str:
 def _dtype_from(token: str) -> str | None:
     if token in _SCALAR_TYPES:
         return _SCALAR_TYPES[token]
-    from testcurator.names import dtype_names
+    from testcurator.installed import dtype_names
 
     return token if token in dtype_names() else None
 

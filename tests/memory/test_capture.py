@@ -422,3 +422,30 @@ def test_each_torch_nn_forward_that_returns_is_recorded_as_a_module_call() -> No
     assert json.loads(recorder.examples["module::nn.Linear(float64)"]) == {"module": "nn.Linear", "dtype": "float64"}
     assert "aten::addmm(float64,float64,float64)" in recorder.calls
     assert not torch.nn.modules.module._global_forward_hooks  # the hook goes with the test
+
+
+def test_a_call_on_a_sparse_tensor_is_named_in_the_records_layouts(pytester: pytest.Pytester) -> None:
+    # Read in the capturing process, which has the op's schema: the run's driver, which
+    # reads the record, imports no torch (core/installed.py).
+    pytester.makepyfile(test_sparse='''
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestLayouts(TestCase):
+    def test_sparse(self, device):
+        s = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.ones(2), (3,), device=device).coalesce()
+        self.assertEqual(s._indices().tolist(), [[0, 1]])
+
+    def test_dense(self, device):
+        torch.nn.functional.embedding(torch.tensor([0]), torch.ones(2, 2, device=device), sparse=True)
+
+
+instantiate_device_type_tests(TestLayouts, globals(), only_for="cpu")
+''')
+    result = pytester.runpytest_inprocess("--curate-capture-ops", "caps/ops.jsonl", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    lines = read_lines(pytester.path / "caps" / "ops.jsonl")
+    assert "aten::_indices[sparse_coo]" in lines["test_sparse_cpu"]["layouts"]
+    assert "layouts" not in lines["test_dense_cpu"]  # embedding's own sparse flag marks no layout

@@ -15,6 +15,7 @@ from testcurator.plugin.callspec import (
     example,
     is_host_call,
     is_raise_call,
+    layout_op,
     raise_call,
     raised_call,
     rebuild,
@@ -38,6 +39,13 @@ def test_a_sparse_argument_names_its_layout_in_the_key() -> None:
     assert call_key("aten::add.Tensor", (torch.ones(3), [sparse]), {}) == "aten::add.Tensor[sparse_coo](float32,float32)"
     assert call_key("aten::clone", (torch.ones(3),), {}) == "aten::clone(float32)"
     assert dispatch_op(split_key("aten::add.Tensor[sparse_coo](float32)")[0]) == "aten::add.Tensor"
+
+
+def test_a_layout_op_is_a_call_on_another_layout_that_no_sparse_flag_may_have_marked() -> None:
+    calls = ("aten::_embedding_bag_backward[sparse_coo](float32,int64)", "aten::add.Tensor(float32,float32)",
+             "aten::_indices[sparse_coo](float32)", "raises:RuntimeError:aten::clone[sparse_csr](float32)")
+    # Not the strided call, nor a raising twin, nor an op whose marker may be its sparse flag's.
+    assert [layout_op(c) for c in calls] == [None, None, "aten::_indices[sparse_coo]", None]
 
 
 @pytest.mark.parametrize("sparse", [False, True])
