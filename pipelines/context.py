@@ -152,8 +152,14 @@ class RunContext:
 
 
 def _preflight(profile: BackendProfile, path: Path, torch_root: Path, state_dir: Path) -> None:
-    _check_backend(profile, path, torch_root)
-    _check_harness(torch_root, state_dir)
+    """Both checks at once (each waits on a child process: a second's pytest start beside the
+    backend's import, in a run's critical path); the backend's error is raised first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="preflight") as pool:
+        checks = [pool.submit(_check_backend, profile, path, torch_root), pool.submit(_check_harness, torch_root, state_dir)]
+    for check in checks:
+        check.result()
 
 
 def _check_backend(profile: BackendProfile, path: Path, torch_root: Path) -> None:
