@@ -294,8 +294,9 @@ class CapturePlugin:
         except Exception as exc:
             fields = {"generic": item.name}
             errors.append(f"identify: {exc!r}")
+        layouts = {op for op in map(layout_op, pending.calls) if op}
         return OpRecord(item.nodeid, source="captured", aten=tuple(sorted(pending.ops)),
-                        calls=tuple(sorted(pending.calls)), layouts=tuple(sorted({op for op in map(layout_op, pending.calls) if op})),
+                        calls=tuple(sorted(pending.calls)), layouts=tuple(sorted(layouts)),
                         examples=dict(sorted(pending.examples.items())),
                         raised=tuple(sorted(pending.raised - pending.worked)),
                         outcome=pending.outcome, error="; ".join(errors) or None, failure=pending.failure,

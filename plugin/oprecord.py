@@ -109,8 +109,8 @@ class OpRecord:
         if rerun_s is not None and (isinstance(rerun_s, bool) or not isinstance(rerun_s, (int, float))):
             raise BadInputError(f"{where}: rerun_s must be a number of seconds, got {rerun_s!r}")
         return cls(**known, aten=tuple(sorted({normalize_op(a) for a in aten})), calls=tuple(sorted(set(calls))),
-                   layouts=tuple(sorted(set(layouts))), examples=examples, raised=tuple(sorted(set(raised))), mode_failure=data.get("mode_failure") is True,
-                   rerun_s=None if rerun_s is None else float(rerun_s))
+                   layouts=tuple(sorted(set(layouts))), examples=examples, raised=tuple(sorted(set(raised))),
+                   mode_failure=data.get("mode_failure") is True, rerun_s=None if rerun_s is None else float(rerun_s))
 
 
 def merge_outcome(previous: str | None, report: pytest.TestReport) -> str:

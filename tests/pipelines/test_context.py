@@ -16,7 +16,8 @@ from testcurator.pipelines import context
     (True, True, "backend"), (False, True, "harness"), (True, False, "backend"), (False, False, None),
 ])
 def test_both_checks_run_together_and_the_backends_error_comes_first(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend_fails: bool, harness_fails: bool, raised: str | None) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend_fails: bool, harness_fails: bool,
+        raised: str | None) -> None:
     both_started = threading.Barrier(2, timeout=30)  # a check that ran after the other ended would wait here in vain
     ran: list[str] = []
 
