@@ -61,7 +61,6 @@ class _TestState:
     source: Path
     identity: dict[str, Any] = field(default_factory=dict)
     reports: list[dict[str, Any]] = field(default_factory=list)
-    finished: bool = False
 
 
 @dataclass
@@ -73,6 +72,9 @@ class EventFold:
     generics: dict[str, str] = field(default_factory=dict)  # instance key -> its generic name
     selected_known: bool = False  # a ``collected`` event came: pytest got as far as selecting
     rootdir: str | None = None
+    # Tests started and not finished: a finished test's record (``done``) is all that is read
+    # of it from then on, and its reports (tracebacks, captured output: about 300 MB in the
+    # run's own process by the end of OpenReg's corpus draft) go.
     tests: dict[str, _TestState] = field(default_factory=dict)
     crash_reports: dict[str, str] = field(default_factory=dict)  # nodeid -> xdist text
     collect_errors: dict[str, str] = field(default_factory=dict)
@@ -96,9 +98,8 @@ class EventFold:
         elif kind == "collect_skip":
             self.collect_skips[nodeid] = event.get("longrepr") or ""
         elif kind == "settled":  # a skip settled at collection (plugin/events.py): one line, done
-            state = _TestState(nodeid, source, dict(event.get("identity") or {}), finished=True,
+            state = _TestState(nodeid, source, dict(event.get("identity") or {}),
                                reports=[{"when": "setup", "outcome": "skipped", "longrepr": event.get("longrepr")}])
-            self.tests[nodeid] = state
             self.done[nodeid] = record_from_reports(state)
         elif kind == "start":
             # A retried test starts again in a fresh file; the latest start wins.
@@ -108,8 +109,7 @@ class EventFold:
         elif kind == "report" and nodeid in self.tests:
             self.tests[nodeid].reports.append(event)
         elif kind == "finish" and nodeid in self.tests:
-            self.tests[nodeid].finished = True
-            self.done[nodeid] = record_from_reports(self.tests[nodeid])  # once, not per poll
+            self.done[nodeid] = record_from_reports(self.tests.pop(nodeid))  # once, not per poll
 
     def key(self, nodeid: str, record: TestRecord | None = None) -> str:
         """The instance key of ``nodeid`` (as the test process computed it), else derived from
@@ -130,8 +130,6 @@ class EventFold:
         """Records for tests whose process died under them (call once the process ended)."""
         out: dict[str, TestRecord] = {}
         for nodeid, state in self.tests.items():
-            if state.finished:
-                continue
             fault = _read_fault(state.source)
             xdist_text = self.crash_reports.get(nodeid)
             # Under xdist the controller's return code says nothing about the worker.
