@@ -35,10 +35,13 @@ def torch_dir() -> Path | None:
 
 def version_fields() -> dict[str, str | None]:
     """``__version__``, ``git_version`` and ``cuda`` as torch/version.py (written by torch's
-    build, and what ``torch.__version__`` is read from) sets them; None where it does not."""
+    build, and what ``torch.__version__`` is read from) sets them; None where it does not, and
+    the first two alone where there is no torch."""
     folder = torch_dir()
-    version_file = folder / "version.py" if folder else None
-    text = version_file.read_text(encoding="utf-8") if version_file and version_file.exists() else ""
+    if folder is None:
+        return {"version": None, "git_version": None}
+    version_file = folder / "version.py"
+    text = version_file.read_text(encoding="utf-8") if version_file.exists() else ""
 
     def field(name: str) -> str | None:
         match = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
@@ -47,6 +50,7 @@ def version_fields() -> dict[str, str | None]:
     return {"version": field("__version__"), "git_version": field("git_version"), "cuda": field("cuda")}
 
 
+@lru_cache(maxsize=1)  # each capture file's cache key asks: one read per process
 def torch_version() -> str:
     """``torch.__version__`` (``2.13.0+cpu``), read from torch/version.py; from torch itself
     where that file says nothing."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.files import atomic_write_text
-from testcurator.installed import torch_dir, version_fields
+from testcurator.installed import version_fields
 from testcurator.runner.command import RunSpec, Selection
 from testcurator.runner.partition import PLAN_KEY, read_plan
 from testcurator.runner.provenance import ci_provenance
@@ -64,10 +64,6 @@ def git_revision(root: Path | None) -> dict[str, Any] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return {"revision": rev.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
-
-
-def torch_info() -> dict[str, str | None]:
-    return {"version": None, "git_version": None} if torch_dir() is None else version_fields()
 
 
 def cpu_model() -> str | None:
@@ -112,7 +108,7 @@ def build_manifest(
         "options": {"workers": spec.workers, "timeout": spec.timeout, "retries": spec.retries, "shard": spec.shard,
                     **({"durations": str(spec.durations)} if spec.durations is not None else {})},
         "host": platform.node(),
-        "torch": torch_info(),
+        "torch": version_fields(),
         "backend": backend_info(spec),
         "python": {"version": sys.version.split()[0], "implementation": platform.python_implementation(),
                    "executable": sys.executable},

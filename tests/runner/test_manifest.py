@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from testcurator.runner.command import RunSpec, Selection
-from testcurator.runner.manifest import build_manifest, config_hash, git_revision, torch_info
+from testcurator.installed import version_fields
+from testcurator.runner.manifest import build_manifest, config_hash, git_revision
 from testcurator.runner.results.records import TestRecord
 
 
@@ -47,7 +48,7 @@ def test_manifest_fields(tmp_path: Path) -> None:
     manifest = build_manifest(spec, Selection(("t.py",)), records, [["python", "-m", "pytest"]], 100.0, 101.5)
     assert manifest["torch"] == {"version": torch.__version__, "git_version": torch.version.git_version,
                                  "cuda": torch.version.cuda}
-    assert torch_info()["version"] == torch.__version__
+    assert version_fields()["version"] == torch.__version__
     assert manifest["command"] == ["testcurator", "exec", "t.py"] and manifest["wall_s"] == 1.5
     assert manifest["backend"]["device"] == "curatedev"
     assert manifest["tests"]["t.py::A::test_b"] == {"outcome": "crashed", "duration": 0.0, "failure_class": "crash"}
