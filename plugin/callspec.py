@@ -127,12 +127,11 @@ def dispatch_op(op: str) -> str:
 
 def layout_op(key: str) -> str | None:
     """``aten::clone[sparse_coo](float32)`` -> ``aten::clone[sparse_coo]``: a call with a tensor
-    of another layout than strided, by its op and marker; None for a strided call, a raising
-    twin, or an op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
+    of another layout than strided, by its op and marker; None for a strided call, a twin, or an op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
     inputs says nothing of the test's tensors (upstream test_embedding_padding_idx calls
     ``embedding(..., sparse=True)`` and passes on OpenReg, which has no sparse kernels)."""
     op = split_key(key)[0]
-    return op if "[" in op and not is_raise_call(key) and _sparse_flag(dispatch_op(op)) is None else None
+    return op if "[" in op and twin_call(key) == key and _sparse_flag(dispatch_op(op)) is None else None
 
 
 def split_key(key: str) -> tuple[str, tuple[str, ...]]:
@@ -169,8 +168,61 @@ def raised_call(key: str) -> tuple[str, str]:
     return call, error
 
 
+# A view call whose result the test then wrote into (an in-place or out= op on it, or on a view
+# of it) is also noted as its writing twin, ``writes:aten::unfold(float32)``, with the view call's
+# example: the probe replays it and the twin works when the device's result shares its input's
+# memory as CPU's does. A device whose view is a copy (OpenReg's ``unfold``, ``view_as_real``)
+# runs the call fine, and the write never reaches the input (upstream test_unfold_view: "Expected
+# 0.0 but got 1.0"); a test that only reads the view passes there, so the view call itself is no gap.
+WRITE_PREFIX = "writes:"
+
+
+def write_call(key: str) -> str:
+    """``aten::unfold(float32)`` -> ``writes:aten::unfold(float32)``."""
+    return f"{WRITE_PREFIX}{key}"
+
+
+def is_write_call(key: str) -> bool:
+    return key.startswith(WRITE_PREFIX)
+
+
+def twin_call(key: str) -> str:
+    """The call a raising or writing twin stands for; ``key`` itself for any other key."""
+    return key.removeprefix(WRITE_PREFIX) if is_write_call(key) else raised_call(key)[0]
+
+
+@functools.lru_cache(maxsize=None)
+def alias_roles(func: Any) -> tuple[tuple[int, str] | None, tuple[tuple[int, str], ...]]:
+    """Of an op overload's arguments (position, name): the one its result is a view of (None
+    for an op that returns no view), and the ones whose values it writes (in-place, ``out=``);
+    read from its schema's alias annotations (``Tensor(a) self -> Tensor(a)``, ``Tensor(a!) out``)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:  # a higher-order op, a Python call
+        return None, ()
+    arguments = list(enumerate(schema.arguments))
+    # A list of views (``split``'s ``Tensor(a)[]``) carries its alias set on the element type:
+    # the return's own is empty, so any non-writing alias of a return makes a view op.
+    view = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    base = next(((i, a.name) for i, a in arguments if a.alias_info is not None and not a.alias_info.is_write),
+                None) if view else None
+    # An in-place view op (``transpose_``, ``set_``) changes its argument's shape, not its values.
+    if any(getattr(tag, "name", "") == "inplace_view" for tag in getattr(func, "tags", ())):
+        return base, ()
+    written = tuple((i, a.name) for i, a in arguments if a.alias_info is not None and a.alias_info.is_write)
+    return base, written
+
+
+def argument(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int, str]) -> Any:
+    """The value of the argument at ``where`` (position, name), given either way."""
+    position, name = where
+    return args[position] if position < len(args) else kwargs.get(name)
+
+
 def call_words(key: str) -> str:
-    """How a reason names a call: a raising twin as the call with the inputs it raised on."""
+    """How a reason names a call: a raising twin as the call with the inputs it raised on, a
+    writing twin as the view call whose result the test wrote into."""
+    if is_write_call(key):
+        return f"{twin_call(key)} (a view the test writes into)"
     call, error = raised_call(key)
     return f"{call} (the inputs that raised {error} on CPU)" if error else key
 

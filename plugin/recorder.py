@@ -15,10 +15,22 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import sys
 from functools import lru_cache
 from typing import Any
 
-from testcurator.plugin.callspec import PYTHON_CALLS, call_key, example, module_call, python_call, raise_call
+from testcurator.plugin.callspec import (
+    PYTHON_CALLS,
+    alias_roles,
+    argument,
+    call_key,
+    example,
+    module_call,
+    python_call,
+    raise_call,
+    write_call,
+)
 from testcurator.plugin.oprecord import op_name
 
 MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
@@ -46,9 +58,36 @@ def _materialized(args: Any) -> Any:
     return tuple(plain(a) for a in args)
 
 
+MAX_VIEW_CHAIN = 8  # view calls remembered per view of a view of ... (the nearest ones)
+_CREATION = os.path.join("torch", "testing", "_creation.py")
+
+
+def _making_a_tensor() -> bool:
+    """Whether the call comes from ``torch.testing.make_tensor``, which fills a complex tensor it
+    makes through ``view_as_real``: random values, where a device whose view is a copy leaves
+    the tensor as allocated. Upstream view tests that take such a tensor passed on OpenReg; a
+    test that writes values into a view and reads them back through the base is what fails."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_CREATION):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _tensors(value: Any, tensor: type) -> list[Any]:
+    if isinstance(value, tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v, tensor)]
+    return []
+
+
 @lru_cache(maxsize=1)
 def recorder_class() -> type:
+    from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.weak import WeakIdKeyDictionary
 
     class OpRecorder(TorchDispatchMode):
         """Notes each op (overload object, hashable) and runs it unchanged."""
@@ -74,6 +113,9 @@ def recorder_class() -> type:
             # call the test made to see it fail (OpRecord.raised).
             self.raised: set[str] = set()
             self.worked: set[str] = set()
+            # Each live view the test's calls made -> the keys of the view calls it came through
+            # (a view of a view: both), by identity: a write into it is noted (:meth:`_follow_views`).
+            self._views: Any = WeakIdKeyDictionary()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             self.seen.add(func)
@@ -95,6 +137,7 @@ def recorder_class() -> type:
                 raise
             if pending is not None:
                 self.worked.add(pending[0])
+                self._follow_views(func, pending[0], args, kwargs, out)
             # Kept only once the call worked: a test of error handling (flip with a repeated
             # dim) makes calls that fail on CPU too, and an example the probe cannot replay on
             # CPU says nothing about the device; a later call of the same key may give one.
@@ -104,6 +147,29 @@ def recorder_class() -> type:
                 if text is not None:
                     self.new[key] = text
             return out
+
+        def _follow_views(self, func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> None:
+            """Remember the views ``func`` returned, and note a writing twin (callspec.write_call)
+            for each view call whose result, or a view of it, ``func`` wrote into."""
+            base, written = alias_roles(func)
+            if base is not None:
+                source = argument(args, kwargs, base)
+                chain = (*self._views.get(source, ()), key)[-MAX_VIEW_CHAIN:] if isinstance(source, Tensor) else (key,)
+                for view in _tensors(out, Tensor):
+                    self._views[view] = chain
+            through = {call for where in written for target in _tensors(argument(args, kwargs, where), Tensor)
+                       for call in self._views.get(target, ())}
+            if through and not _making_a_tensor():
+                for call in through:
+                    self._note_write(call)
+
+        def _note_write(self, call: str) -> None:
+            """Note ``call``'s writing twin, with ``call``'s example as its own."""
+            twin = write_call(call)
+            self.calls.add(twin)
+            text = self.examples.get(call)
+            if twin not in self.examples and isinstance(text, str) and len(self.examples) < MAX_EXAMPLES:
+                self.examples[twin] = self.new[twin] = text
 
         def note(self, key: str, text: str) -> None:
             """Note a call that ran outside the dispatcher (a module's forward), with its example."""

@@ -33,7 +33,7 @@ from testcurator.agents.decision import Decision
 from testcurator.names import split_dtypes
 from testcurator.pipelines.gaps import derive
 from testcurator.pipelines.gaps.sources import RunSources, record_key, record_kind
-from testcurator.plugin.callspec import raised_call, split_key
+from testcurator.plugin.callspec import is_write_call, split_key, twin_call
 from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord
 from testcurator.vocab import FAILING, NOT_RUN, PROBE_GAPS, TestKey, op_base
@@ -132,7 +132,7 @@ def _probe_hits(calls: frozenset[str], src: RunSources, undeclared: set[str]) ->
         result = src.probe.get(call)
         if result is None or result.status not in PROBE_GAPS:
             continue
-        op, dtypes = split_key(raised_call(call)[0])  # a raising twin's gap is its call's
+        op, dtypes = split_key(twin_call(call))  # a twin's gap is its call's
         missing = [d for d in dtypes if src.declared_dtypes is not None and d not in src.declared_dtypes]
         if result.status == "unsupported_dtype" and missing:
             yield from (Hit(GapId(DTYPE, d), "unsupported_dtype", (d,), call, "probe") for d in missing)
@@ -143,7 +143,10 @@ def _probe_hits(calls: frozenset[str], src: RunSources, undeclared: set[str]) ->
             yield Hit(GapId(FEATURE, feature.name), "error", tuple(sorted(set(dtypes))) or ("-",), call, "probe")
             continue
         named = _named_op(result.error) if result.status in ("missing_kernel", "unsupported_dtype") else None
-        yield Hit(GapId(OP, named or op_base(op)), result.status, tuple(sorted(set(dtypes))) or ("-",), call, "probe")
+        # A writing twin that is wrong is a view the device returns as a copy: the status
+        # execution derives for the same gap (derive.py), now seen before anything ran.
+        status = VIEW_COPY if is_write_call(call) and result.status == "wrong_result" else result.status
+        yield Hit(GapId(OP, named or op_base(op)), status, tuple(sorted(set(dtypes))) or ("-",), call, "probe")
 
 
 def _crash_elsewhere(calls: frozenset[str], src: RunSources) -> Iterator[Hit]:

@@ -1,8 +1,9 @@
 """Gaps no probe status names, derived from what a failure says.
 
-The probe replays one call at a time and compares its result with CPU: it cannot see a view
-that comes back as a copy (the copy holds the right values) nor a missing feature outside the
-dispatcher (DLPack, pinned memory). Execution can, and these rules read its evidence:
+The probe replays one call at a time and compares its result with CPU: it sees a view that
+comes back as a copy (the copy holds the right values) only through the writing twin of a view
+the capture saw the test write into (plugin/callspec.py), and no missing feature outside the
+dispatcher (DLPack, pinned memory). Execution sees both, and these rules read its evidence:
 
 - **a view returned as a copy** (``view_copy``): the instance failed on the device with a
   numerical mismatch (or an assertion on ``is_view_of``/``_is_view``/``._base``), none of its

@@ -35,8 +35,9 @@ BATCH = 1000  # calls per worker process: each start imports torch and the backe
 TAIL = 600
 # How calls are replayed (runner/probe/replay_worker.py): part of the capability table's key, so a
 # table filled by older rules is not reused. 2: host calls stay on the host; no autograd. 4: a
-# raising twin's message is compared without the tensor type names in it.
-REPLAY_VERSION = 4
+# raising twin's message is compared without the tensor type names in it. 5: a writing twin
+# (callspec.write_call) checks that the device's view shares its input's memory.
+REPLAY_VERSION = 5
 NO_EXAMPLE = "no replayable example was recorded on CPU"
 
 

@@ -21,15 +21,19 @@ from typing import IO, Any
 
 from testcurator.plugin.callspec import (
     PYTHON_NAMESPACE,
+    alias_roles,
+    argument,
     dispatch_op,
     is_host_call,
     is_module_call,
     is_python_call,
     is_raise_call,
+    is_write_call,
     raised_call,
     rebuild,
     split_key,
     to_device,
+    twin_call,
 )
 from testcurator.runner.probe import module_replay
 from testcurator.runner.results.classify import classify
@@ -98,6 +102,8 @@ def replay(key: str, example: str, device: str) -> tuple[str, str]:
     with torch.no_grad():
         if is_raise_call(key):
             return _replay_raising(raised_call(key)[0], example, device)
+        if is_write_call(key):
+            return _replay_view(twin_call(key), example, device)
         return _host(key, example, device) if is_host_call(key) else _replay(key, example, device)
 
 
@@ -128,6 +134,38 @@ def _replay_raising(key: str, example: str, device: str) -> tuple[str, str]:
             return "works", ""
         return _failed(exc)
     return "error", f"raised on CPU, not on the device: {_text(expected)}"
+
+
+def _shares(result: Any, base: Any) -> bool:
+    """Whether every tensor of ``result`` lies in ``base``'s memory (a view of it)."""
+    tensors = _tensors(result)
+    start = base.untyped_storage().data_ptr()
+    return bool(tensors) and bool(start) and all(t.untyped_storage().data_ptr() == start for t in tensors)
+
+
+def _replay_view(key: str, example: str, device: str) -> tuple[str, str]:
+    """A view call's writing twin (callspec.WRITE_PREFIX): ``works`` when the device's result
+    shares its input's memory as CPU's does; ``wrong_result`` when it is a copy there (what a
+    test writes into it does not reach the input). The call's own failures are its own replay's."""
+    try:
+        func, args, kwargs = _rebuilt(key, example)
+        where = alias_roles(func)[0]
+        if where is None:
+            return "not_probed", "no view op"
+        if not _shares(func(*args, **kwargs), argument(args, kwargs, where)):
+            return "not_probed", "on CPU its result is no view of its input"
+    except Exception as exc:  # noqa: BLE001 - not an example this torch can rebuild
+        return "not_probed", f"CPU replay failed: {_text(exc)}"
+    dev_args, dev_kwargs = rebuild(example)
+    dev_args, dev_kwargs = to_device(dev_args, device), to_device(dev_kwargs, device)
+    try:
+        got = func(*dev_args, **dev_kwargs)
+    except Exception as exc:  # noqa: BLE001 - the call's own replay reports it
+        return "not_probed", f"left to the call's own replay: {_text(exc)}"
+    if _shares(got, argument(dev_args, dev_kwargs, where)):
+        return "works", ""
+    return "wrong_result", (f"on CPU its result is a view of its input, on {device} a copy: what the test writes "
+                            "into it does not reach the input")
 
 
 def same_error(raised: BaseException, expected: BaseException) -> bool:

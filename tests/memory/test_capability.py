@@ -13,7 +13,7 @@ from testcurator.memory.capability import (
 from testcurator.config.profile import BackendProfile
 from testcurator.memory.opmap import OpMap
 from testcurator.memory.run_identity import backend_digest
-from testcurator.plugin.callspec import raise_call
+from testcurator.plugin.callspec import raise_call, write_call
 from testcurator.plugin.oprecord import OpRecord
 from testcurator.runner.probe.replay import ProbeResult
 from testcurator.vocab import TestKey
@@ -344,3 +344,26 @@ def test_a_call_made_to_see_it_raise_is_judged_by_its_raising_twin(tmp_path: Pat
     assert instance("test_polygamma_neg") == ProbedInstance(None, None, None)
     assert instance("test_index_error") == ProbedInstance(None, None, None, (raise_call(isel, "RuntimeError"),), (raise_call(isel, "RuntimeError"),))
     assert instance("test_neg_error") == ProbedInstance(None, None, None, (neg,), (neg,))
+
+
+def test_a_view_that_is_a_copy_on_the_device_is_a_gap_only_where_the_test_wrote_into_it(tmp_path: Path) -> None:
+    # OpenReg's unfold returns a copy: upstream test_unfold_view writes into the view and reads
+    # the base back ("Expected 0.0 but got 1.0"); a test that only reads the view passes.
+    unfold = "aten::unfold(float32)"
+    path = "test/test_view_ops.py::TestViewOpsCPU::"
+
+    def rec(test: str, calls: tuple[str, ...]) -> OpRecord:
+        return OpRecord(f"{path}{test}_cpu", f"TestViewOps::{test}", "captured", device="cpu", calls=calls)
+
+    found = _evidence(tmp_path, (rec("test_unfold_view", (ADD, unfold, write_call(unfold))),
+                                 rec("test_unfold_reads", (ADD, unfold))), {
+        unfold: ProbeResult(unfold, "works"), ADD: ProbeResult(ADD, "works"),
+        write_call(unfold): ProbeResult(write_call(unfold), "wrong_result", "on CPU its result is a view of its input")})
+
+    def evidence(test: str) -> ProbeEvidence:
+        return found[TestKey.parse(f"test/test_view_ops.py::TestViewOps::{test}")]
+
+    assert evidence("test_unfold_view").instances == (ProbedInstance(None, None, None, (write_call(unfold),)),)
+    assert evidence("test_unfold_view").gaps[write_call(unfold)][0] == "wrong_result"
+    assert evidence("test_unfold_reads").instances == (ProbedInstance(None, None, None),)
+    assert evidence("test_unfold_reads").works == 2

@@ -238,6 +238,61 @@ def test_recorder_runs_higher_order_ops() -> None:
     assert {"higher_order::cond", "aten::ones", "aten::sum"} <= names
 
 
+def _unfold_written() -> None:
+    import torch
+
+    t = torch.zeros(6)
+    t.unfold(0, 2, 2)[0].add_(1)  # a view of a view: both calls are written through
+
+
+def _real_set() -> None:
+    import torch
+
+    z = torch.zeros(3, dtype=torch.complex64)
+    z.real = torch.ones(3)  # the setter copies into view_as_real's select
+
+
+def _unfold_read() -> None:
+    import torch
+
+    torch.zeros(6).unfold(0, 2, 2).sum()
+
+
+def _view_reshaped_in_place() -> None:
+    import torch
+
+    torch.zeros(2, 3).t().transpose_(0, 1)  # an in-place view op writes no value
+
+
+def _made_complex() -> None:
+    from torch.testing import make_tensor
+    import torch
+
+    make_tensor((3,), dtype=torch.complex64, device="cpu")  # filled through view_as_real
+
+
+def _out_into_a_view() -> None:
+    import torch
+
+    torch.add(torch.ones(2, 2), 1, out=torch.zeros(2, 2).t())
+
+
+@pytest.mark.parametrize(("body", "twins"), [
+    (_unfold_written, {"writes:aten::unfold(float32)", "writes:aten::select.int(float32)"}),
+    (_real_set, {"writes:aten::view_as_real(complex64)", "writes:aten::select.int(float32)"}),
+    (_out_into_a_view, {"writes:aten::t(float32)"}),
+    (_unfold_read, set()),
+    (_view_reshaped_in_place, set()),
+    (_made_complex, set()),  # make_tensor's own random fill: no value a test reads back
+])
+def test_the_recorder_notes_a_writing_twin_for_each_view_a_test_writes_into(body: object, twins: set[str]) -> None:
+    with recorder_class()({}) as recorder:
+        body()  # type: ignore[operator]
+    assert {c for c in recorder.calls if c.startswith("writes:")} == twins
+    for twin in twins:  # the view call's own example, for the probe to replay
+        assert recorder.new[twin] == recorder.examples[twin.removeprefix("writes:")]
+
+
 ZERO_TENSOR_CALL = """
 import torch
 from testcurator.plugin.recorder import recorder_class

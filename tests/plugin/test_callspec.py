@@ -9,6 +9,8 @@ import torch
 
 from testcurator.plugin.callspec import (
     MAX_CHARS,
+    alias_roles,
+    argument,
     call_key,
     call_words,
     dispatch_op,
@@ -21,6 +23,8 @@ from testcurator.plugin.callspec import (
     rebuild,
     split_key,
     to_device,
+    twin_call,
+    write_call,
 )
 
 
@@ -43,9 +47,10 @@ def test_a_sparse_argument_names_its_layout_in_the_key() -> None:
 
 def test_a_layout_op_is_a_call_on_another_layout_that_no_sparse_flag_may_have_marked() -> None:
     calls = ("aten::_embedding_bag_backward[sparse_coo](float32,int64)", "aten::add.Tensor(float32,float32)",
-             "aten::_indices[sparse_coo](float32)", "raises:RuntimeError:aten::clone[sparse_csr](float32)")
-    # Not the strided call, nor a raising twin, nor an op whose marker may be its sparse flag's.
-    assert [layout_op(c) for c in calls] == [None, None, "aten::_indices[sparse_coo]", None]
+             "aten::_indices[sparse_coo](float32)", "raises:RuntimeError:aten::clone[sparse_csr](float32)",
+             "writes:aten::_indices[sparse_coo](float32)")
+    # Not the strided call, nor a twin, nor an op whose marker may be its sparse flag's.
+    assert [layout_op(c) for c in calls] == [None, None, "aten::_indices[sparse_coo]", None, None]
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -137,3 +142,29 @@ def test_a_raising_twin_is_named_for_a_reader_as_the_call_and_its_raising_inputs
     # the call and the error a twin stands for, an op's "::" kept whole
     assert raised_call(twin) == ("aten::polygamma(float32)", "RuntimeError")
     assert raised_call("aten::neg(float32)") == ("aten::neg(float32)", "")
+
+
+def test_a_writing_twin_is_named_for_a_reader_as_the_view_call_written_into() -> None:
+    twin = write_call("aten::unfold(float32)")
+    assert twin == "writes:aten::unfold(float32)" and call_words(twin) == "aten::unfold(float32) (a view the test writes into)"
+    assert twin_call(twin) == "aten::unfold(float32)" and not is_raise_call(twin)
+    assert twin_call(raise_call("aten::neg(float32)", "RuntimeError")) == "aten::neg(float32)"
+    assert twin_call("aten::neg(float32)") == "aten::neg(float32)"
+
+
+@pytest.mark.parametrize(("op", "roles"), [
+    (torch.ops.aten.unfold.default, ((0, "self"), ())),  # Tensor(a) self -> Tensor(a)
+    (torch.ops.aten.split.Tensor, ((0, "self"), ())),  # a list of views: Tensor(a)[]
+    (torch.ops.aten.add_.Tensor, (None, ((0, "self"),))),  # in place
+    (torch.ops.aten.add.out, (None, ((3, "out"),))),  # out=, keyword-only
+    (torch.ops.aten.transpose_.default, (None, ())),  # an in-place view op changes the shape, not the values
+    (torch.ops.aten.add.Tensor, (None, ())),
+])
+def test_alias_roles_read_the_view_input_and_the_written_arguments_from_the_schema(op: object, roles: tuple) -> None:
+    assert alias_roles(op) == roles
+
+
+def test_an_argument_is_found_by_position_or_by_name() -> None:
+    assert argument((1, 2), {"out": 3}, (1, "other")) == 2
+    assert argument((1, 2), {"out": 3}, (3, "out")) == 3
+    assert argument((1,), {}, (3, "out")) is None

@@ -174,3 +174,24 @@ def test_a_run_without_the_capture_is_bad_input(gapkit: Any, make_run: Callable[
 def test_a_folder_that_is_no_run_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="not a run folder"):
         compute(tmp_path)
+
+
+def test_a_view_the_probe_found_a_copy_is_a_view_copy_gap_before_the_draft_says_so(
+        gapkit: Any, make_run: Callable[[Any], Path]) -> None:
+    # Upstream test_set_real_imag writes through .real (view_as_real, then select): OpenReg's
+    # view_as_real is a copy, which the probe saw through the writing twin; the draft's failure
+    # text names no op, and the gap is the twin's call's op, not the select it wrote through last.
+    twin = "writes:aten::view_as_real(complex64)"
+    k = gapkit
+    run = k.Run(verify=[k.rec("test_set_real_imag", "xfailed", dtype=None)],
+                draft=[k.rec("test_set_real_imag", "failed", dtype=None, cls="numerical_mismatch",
+                             evidence="Mismatched elements: 10 / 10")],
+                decisions=[k.decision("test_set_real_imag", "xfail_strict")],
+                probe={twin: ("wrong_result", "on CPU its result is a view of its input, on gapdev a copy"),
+                       "writes:aten::select.int(float32)": ("works", ""),
+                       "aten::view_as_real(complex64)": ("works", "")},
+                capture=[k.captured("test_set_real_imag", ["aten::view_as_real(complex64)", twin,
+                                                           "writes:aten::select.int(float32)"], dtype=None)])
+    gaps = _by_op(compute(make_run(run)))
+    assert list(gaps) == ["aten::view_as_real"]
+    assert gaps["aten::view_as_real"]["status"] == "view_copy" and gaps["aten::view_as_real"]["dtypes"] == ["complex64"]

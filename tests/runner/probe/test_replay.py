@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from testcurator.errors import ExecutionError
-from testcurator.plugin.callspec import call_key, example, raise_call
+from testcurator.plugin.callspec import call_key, example, raise_call, write_call
 from testcurator.runner.probe.replay import ProbeSpec, BatchQueue, probe_calls
 from testcurator.runner.probe.replay_worker import same_error
 
@@ -181,6 +181,20 @@ def test_a_raising_call_is_replayed_for_the_same_error_on_the_device() -> None:
     results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
     assert {k: r.status for k, r in results.items()} == {k: status for k, (_, status) in cases.items()}
     assert "did not raise" in results[raise_call("aten::neg(float32)", "RuntimeError")].error
+
+
+def test_a_writing_twin_works_where_the_devices_view_shares_its_inputs_memory() -> None:
+    # curatedev's views are views; OpenReg's unfold is a copy (tests/examples/test_openreg.py).
+    x, z = torch.arange(8.0), torch.zeros(3, dtype=torch.complex64)
+    cases = {write_call("aten::view_as_real(complex64)"): ((z,), "works"),
+             write_call("aten::select.int(float32)"): ((x, 0, 1), "works"),
+             # no kernel on curatedev: the call's own replay says so, not its twin
+             write_call("aten::unfold(float32)"): ((x, 0, 2, 2), "not_probed"),
+             write_call("aten::neg(float32)"): ((x,), "not_probed")}  # no view op
+    calls = {key: example(args, {}) for key, (args, _) in cases.items()}
+    results = {r.call: r for r in probe_calls(calls, _spec("curatedev.testing:setup_device_type_tests", [BACKEND_DIR]))}
+    assert {k: r.status for k, r in results.items()} == {k: status for k, (_, status) in cases.items()}
+    assert "own replay" in results[write_call("aten::unfold(float32)")].error
 
 
 @pytest.mark.parametrize(("device_error", "same"), [
