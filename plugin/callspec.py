@@ -212,6 +212,17 @@ def alias_roles(func: Any) -> tuple[tuple[int, str] | None, tuple[tuple[int, str
     return base, written
 
 
+def tensors_in(value: Any) -> list[Any]:
+    """The tensors of a call's argument or result: itself, or those of a (nested) list or tuple."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_in(v)]
+    return []
+
+
 def argument(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int, str]) -> Any:
     """The value of the argument at ``where`` (position, name), given either way."""
     position, name = where

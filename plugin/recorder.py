@@ -29,6 +29,7 @@ from testcurator.plugin.callspec import (
     module_call,
     python_call,
     raise_call,
+    tensors_in,
     write_call,
 )
 from testcurator.plugin.oprecord import op_name
@@ -73,14 +74,6 @@ def _making_a_tensor() -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def _tensors(value: Any, tensor: type) -> list[Any]:
-    if isinstance(value, tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v, tensor)]
-    return []
 
 
 @lru_cache(maxsize=1)
@@ -151,14 +144,17 @@ def recorder_class() -> type:
         def _follow_views(self, func: Any, key: str, args: Any, kwargs: dict[str, Any], out: Any) -> None:
             """Remember the views ``func`` returned, and note a writing twin (callspec.write_call)
             for each view call whose result, or a view of it, ``func`` wrote into."""
-            base, written = alias_roles(func)
-            if base is not None:
-                source = argument(args, kwargs, base)
-                chain = (*self._views.get(source, ()), key)[-MAX_VIEW_CHAIN:] if isinstance(source, Tensor) else (key,)
-                for view in _tensors(out, Tensor):
-                    self._views[view] = chain
-            through = {call for where in written for target in _tensors(argument(args, kwargs, where), Tensor)
-                       for call in self._views.get(target, ())}
+            try:
+                base, written = alias_roles(func)
+                if base is not None:
+                    source = argument(args, kwargs, base)
+                    chain = (*self._views.get(source, ()), key)[-MAX_VIEW_CHAIN:] if isinstance(source, Tensor) else (key,)
+                    for view in tensors_in(out):
+                        self._views[view] = chain
+                through = {call for where in written for target in tensors_in(argument(args, kwargs, where))
+                           for call in self._views.get(target, ())}
+            except Exception:  # a twin is evidence, never a reason to fail the test
+                return
             if through and not _making_a_tensor():
                 for call in through:
                     self._note_write(call)

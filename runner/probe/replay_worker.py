@@ -32,6 +32,7 @@ from testcurator.plugin.callspec import (
     raised_call,
     rebuild,
     split_key,
+    tensors_in,
     to_device,
     twin_call,
 )
@@ -59,16 +60,6 @@ def resolve(op: str) -> Any:
     namespace, _, rest = dispatch_op(op).partition("::")
     name, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _compared(func: Any, key: str) -> bool:
@@ -138,7 +129,7 @@ def _replay_raising(key: str, example: str, device: str) -> tuple[str, str]:
 
 def _shares(result: Any, base: Any) -> bool:
     """Whether every tensor of ``result`` lies in ``base``'s memory (a view of it)."""
-    tensors = _tensors(result)
+    tensors = tensors_in(result)
     start = base.untyped_storage().data_ptr()
     return bool(tensors) and bool(start) and all(t.untyped_storage().data_ptr() == start for t in tensors)
 
@@ -225,11 +216,11 @@ def _replay(key: str, example: str, device: str) -> tuple[str, str]:
     dev_args, dev_kwargs = rebuild(example)
     try:
         got = func(*to_device(dev_args, device), **to_device(dev_kwargs, device))
-        got_cpu = [t.detach().to("cpu") for t in _tensors(got)]
+        got_cpu = [t.detach().to("cpu") for t in tensors_in(got)]
     except Exception as exc:  # noqa: BLE001 - the device's own error is the finding
         return _failed(exc)
     if _compared(func, key):
-        want = [t.detach() for t in _tensors(expected)]
+        want = [t.detach() for t in tensors_in(expected)]
         try:
             if len(want) != len(got_cpu):
                 raise AssertionError(f"{len(got_cpu)} tensor result(s) on the device, {len(want)} on CPU")
