@@ -20,18 +20,8 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from testcurator.plugin.callspec import (
-    PYTHON_CALLS,
-    alias_roles,
-    argument,
-    call_key,
-    example,
-    module_call,
-    python_call,
-    raise_call,
-    tensors_in,
-    write_call,
-)
+from testcurator.plugin.callspec import (PYTHON_CALLS, alias_roles, argument, call_key, example, module_call,
+                                         python_call, raise_call, tensors_in, write_call)
 from testcurator.plugin.oprecord import op_name
 
 MAX_EXAMPLES = 20000  # distinct call keys per process that get an example (bounded memory)
