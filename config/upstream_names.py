@@ -76,8 +76,9 @@ def _test_facts(path: str, mtime_ns: int, size: int) -> dict[str, TestFacts]:
                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")})
         return own
 
-    out = {f"{cls}::{test}": _facts(fn) for cls in classes for test, fn in methods(cls).items()}
-    out.update({fn.name: _facts(fn) for fn in tree.body
+    aliases = _partial_aliases(tree)
+    out = {f"{cls}::{test}": _facts(fn, aliases) for cls in classes for test, fn in methods(cls).items()}
+    out.update({fn.name: _facts(fn, aliases) for fn in tree.body
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("test")})
     return out
 
@@ -87,8 +88,20 @@ def _decorator_name(node: ast.expr) -> str:
     return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
 
 
-def _facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> TestFacts:
-    names = [_decorator_name(d) for d in fn.decorator_list]
+def _partial_aliases(tree: ast.Module) -> dict[str, str]:
+    """``_gradcheck_ops = partial(ops, ...)`` (in the module or a class body) -> {``_gradcheck_ops``:
+    ``ops``}: a decorator under another name (upstream test_ops_gradients, test_ops_fwd_gradients,
+    test_ops_jit's ``_variant_ops`` and ``_alias_ops``)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args
+                and _decorator_name(node.value) == "partial"):
+            out.update({t.id: _decorator_name(node.value.args[0]) for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str]) -> TestFacts:
+    names = [aliases.get(name, name) for name in map(_decorator_name, fn.decorator_list)]
     dtypes: set[str] | None = set()
     for deco, name in zip(fn.decorator_list, names):
         if name in _PARAMETRIZE and isinstance(deco, ast.Call) and deco.args and "dtype" in ast.unparse(deco.args[0]):

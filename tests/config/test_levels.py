@@ -216,3 +216,45 @@ def test_parametrized_dtypes_are_the_tests_dtypes(tmp_path: Path, test: str, dty
     path = tmp_path / "test_init.py"
     path.write_text(PARAMETRIZED)
     assert test_facts(path)[test].dtypes == dtypes
+
+
+# Upstream test_ops_gradients, test_ops_fwd_gradients and test_ops_jit decorate their @ops tests
+# through a partial of ``ops`` (module-level, or in the class body): level 2 said their op
+# exclusions "never apply", on OpenReg's corpus configs (10 problems), where the plugin applied them.
+ALIASED = textwrap.dedent(
+    '''
+    import functools
+    from functools import partial
+    from torch.testing._internal.common_device_type import ops, OpDTypes
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    _gradcheck_ops = partial(ops, dtypes=OpDTypes.supported)
+
+    class TestJit(TestCase):
+        _alias_ops = functools.partial(ops, dtypes=OpDTypes.supported)
+
+        @_gradcheck_ops(op_db)
+        def test_fn_grad(self, device, dtype, op):
+            pass
+
+        @_alias_ops(op for op in op_db if op.aliases)
+        def test_jit_alias_remapping(self, device, dtype, op):
+            pass
+
+        def test_plain(self, device):
+            pass
+    '''
+)
+
+
+@pytest.mark.parametrize(("test", "ops"), [
+    ("TestJit::test_fn_grad", True), ("TestJit::test_jit_alias_remapping", True), ("TestJit::test_plain", False)])
+def test_an_ops_decorator_under_another_name_is_read_as_ops(tmp_path: Path, test: str, ops: bool) -> None:
+    from testcurator.config.upstream_names import test_facts
+
+    path = tmp_path / "test_ops_jit.py"
+    path.write_text(ALIASED)
+    facts = test_facts(path)[test]
+    assert facts.ops is ops
+    if ops:  # their OpInfos give the dtypes
+        assert facts.dtypes is None
