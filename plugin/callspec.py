@@ -127,7 +127,8 @@ def dispatch_op(op: str) -> str:
 
 def layout_op(key: str) -> str | None:
     """``aten::clone[sparse_coo](float32)`` -> ``aten::clone[sparse_coo]``: a call with a tensor
-    of another layout than strided, by its op and marker; None for a strided call, a twin, or an op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
+    of another layout than strided, by its op and marker; None for a strided call, a twin, or an
+    op with a ``sparse`` flag, whose marker may be the flag's: a set flag on dense
     inputs says nothing of the test's tensors (upstream test_embedding_padding_idx calls
     ``embedding(..., sparse=True)`` and passes on OpenReg, which has no sparse kernels)."""
     op = split_key(key)[0]
