@@ -196,6 +196,13 @@ def pytest_command(
     if _autoload_disabled(env):
         # Plugins are not picked up from entry points then: name ours (and xdist's).
         cmd += ["-p", "testcurator.plugin.entry"] + (["-p", "xdist.plugin"] if workers > 1 else [])
+    if spec.unrelated_plugins_off:
+        # The pipeline's own runs read failures from the JUnit XML, which --tb=native fills
+        # as PyTorch's pytest.ini does. pytest's default long style parses each frame's file
+        # to find its statement: on a tree whose ini does not ask otherwise that is ~0.25 s
+        # a failure (common_methods_invocations.py alone is 25,000 lines), a fifth of a
+        # small draft's process.
+        cmd.append("--tb=native")
     if spec.timeout:
         cmd += ["--curate-timeout", str(spec.timeout)]
     if spec.config is not None:
