@@ -310,6 +310,26 @@ def _swap(value: Any, swap: Mapping[str, str]) -> Any:
     for name in ("tensor", "dtype"):
         if isinstance(out.get(name), str):
             out[name] = swap.get(out[name], out[name])
-    if "tensor" in out and "values" in out and out["tensor"] != value.get("tensor"):
-        del out["values"]  # values of another dtype (indices, a mask) may not fit this one
+    if "tensor" in out and "values" in out and out["tensor"] != value.get("tensor") and not dtype_holds(out["values"], out["tensor"]):
+        del out["values"]
     return out
+
+
+# The integers each integral dtype holds. A tensor's values are kept in its example only when
+# it is integral or bool (indices, offsets, masks: plugin/callspec.py); retyped within its family,
+# they stay where the new dtype holds every one of them. An index tensor retyped int32 -> int64
+# (embedding_bag's indices and offsets beside a float16 weight) without its values became zeros,
+# and upstream _embedding_bag_backward then read memory the example left unset: its CPU result
+# changed from one replay to the next, and the probe called the device's wrong.
+_INTEGRAL = {"bool": (0, 1), "uint8": (0, 2**8 - 1), "int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1),
+             "uint16": (0, 2**16 - 1), "int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1),
+             "int64": (-2**63, 2**63 - 1), "uint64": (0, 2**64 - 1)}
+
+
+def dtype_holds(values: Any, dtype: str) -> bool:
+    """Whether ``dtype`` (integral or bool) holds each of ``values``; a floating or complex
+    dtype takes none: its tensors are filled afresh, as any of that dtype is."""
+    if dtype not in _INTEGRAL or not isinstance(values, list):
+        return False
+    low, high = _INTEGRAL[dtype]
+    return all(isinstance(v, (bool, int)) and low <= v <= high for v in values)

@@ -8,7 +8,7 @@ import pytest
 
 from testcurator.memory.capture_run import report_lines
 from testcurator.memory.capture_select import (NOT_ON_DEVICE, OVER_BUDGET, RULED_OUT, SAME_KIND, SKIPPED_UPSTREAM,
-                                               RuleOut, family, kind_of, project, select)
+                                               RuleOut, dtype_holds, family, kind_of, project, select)
 from testcurator.plugin.oprecord import OpRecord
 
 F = "test/test_ops.py"
@@ -168,7 +168,9 @@ def test_projection_rewrites_the_dtype_in_calls_and_examples_and_has_no_outcome(
     assert rebuilt["args"][1] == example["args"][1]
 
 
-def test_a_retyped_tensor_loses_values_of_its_old_dtype() -> None:
+def test_a_retyped_index_tensor_keeps_its_values_where_the_new_dtype_holds_them() -> None:
+    # int32 -> int64 (embedding_bag's indices and offsets): without them the probe's replay
+    # read memory the example left unset. Where a value does not fit, test_dtype_holds says it goes.
     sel = select(RECORDS, on_device, cost=lambda rec: 1.0)
     example = {"args": [{"tensor": "int32", "shape": [2], "stride": [1], "values": [3, 4]}], "kwargs": {}}
     done = OpRecord(f"{F}::TestOpsCPU::test_out_mul_cpu_int32", "TestOps::test_out", "captured", device="cpu",
@@ -177,7 +179,15 @@ def test_a_retyped_tensor_loses_values_of_its_old_dtype() -> None:
     (rec,) = project(RECORDS, [done], sel)
     assert rec.nodeid.endswith("test_out_mul_cpu_int64")
     assert json.loads(rec.examples["aten::mul.Tensor(int64)"])["args"][0] == {"tensor": "int64", "shape": [2],
-                                                                                "stride": [1]}
+                                                                                "stride": [1], "values": [3, 4]}
+
+
+@pytest.mark.parametrize(("values", "dtype", "fits"), [
+    ([0, 1, True], "bool", True), ([2], "bool", False), ([-1], "uint8", False), ([255], "uint8", True),
+    ([1, 2], "float32", False),  # a floating tensor is filled afresh
+])
+def test_dtype_holds(values: list[int], dtype: str, fits: bool) -> None:
+    assert dtype_holds(values, dtype) is fits
 
 
 def test_a_projection_finds_its_calls_examples_on_other_records() -> None:

@@ -12,14 +12,15 @@ import json
 import os
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from testcurator.errors import ExecutionError
-from testcurator.plugin.callspec import call_key, example, raise_call, write_call
+from testcurator.plugin.callspec import call_key, example, raise_call, rebuild, write_call
 from testcurator.runner.probe.replay import ProbeSpec, BatchQueue, probe_calls
-from testcurator.runner.probe.replay_worker import same_error
+from testcurator.runner.probe.replay_worker import cpu_steady, same_error
 
 ROOT = Path(__file__).resolve().parents[3]
 BACKEND_DIR = ROOT / "examples" / "backend"
@@ -234,3 +235,16 @@ def test_a_sparse_call_is_replayed_with_sparse_inputs_apart_from_the_dense_one()
     assert {k: r.status for k, r in results.items()} == {"aten::clone[sparse_coo](float32)": "missing_kernel",
                                                         "aten::clone(float32)": "works"}
     assert "Sparsecuratedev" in results["aten::clone[sparse_coo](float32)"].error
+
+
+@pytest.mark.parametrize(("func", "steady"), [
+    (torch.ops.aten.neg.default, True),
+    # a kernel that reads memory its inputs leave unset gives CPU another answer each time
+    (lambda t: torch.rand(t.shape), False),
+    (lambda t: torch.ones(3) if t.sum() < 0 else None, False),  # the second replay gives no tensor at all
+])
+def test_a_mismatch_is_the_devices_only_where_cpu_gives_its_result_again(func: Any, steady: bool) -> None:
+    text = example((torch.ones(2, 3),), {})
+    assert text is not None
+    want = [torch.neg(rebuild(text)[0][0])] if steady else [torch.rand(2, 3)]  # the example's values, rebuilt
+    assert cpu_steady(func, text, want) is steady
