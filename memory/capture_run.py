@@ -41,8 +41,9 @@ from testcurator.vocab import TestKey
 # 11: failures confirmed in the capture's own pytest (``mode_failure``); 12: a raising twin names
 # the exception's type (callspec.raise_call); 13: a call whose ``sparse`` flag is set is keyed sparse;
 # 14: the layouts of the calls, read where they were made (``layouts``); 15: the writing twins of
-# views the test wrote into (callspec.write_call)
-CAPTURE_FORMAT = "oprecord/15"
+# views the test wrote into (callspec.write_call); 16: a raising twin names its message's
+# signature too (callspec.error_signature)
+CAPTURE_FORMAT = "oprecord/16"
 # An instance no earlier capture timed is estimated at this many CPU seconds: the mean of
 # 731 instances of 11 real upstream files on 2 cores (bench/gen_tree.py states the spread).
 DEFAULT_INSTANCE_S = 0.13

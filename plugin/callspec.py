@@ -24,7 +24,9 @@ sparse tensor, a tensor over :data:`MAX_NUMEL` elements) gets no example (the pr
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -142,19 +144,40 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     return op, tuple(inner.split(",")) if inner else ()
 
 
-# A call that raised on CPU is also noted as its raising twin, ``raises:RuntimeError:aten::polygamma(float32)``,
+# A call that raised on CPU is also noted as its raising twin, ``raises:RuntimeError~9f2c51d0:aten::polygamma(float32)``,
 # whose example is the raising inputs: the probe replays them on CPU and on the device, and the
 # twin works when the device raises the same error (a check the op makes before its kernel).
-# The twin names the exception's type: one example per twin and process, and one call raises
-# for different reasons in different tests (upstream test_embedding_scalar_weight_error's 0-d
-# weight, a RuntimeError from embedding's own check; another test's index out of range, an
-# IndexError from index_select's kernel). Untyped, the first test's inputs stood for both.
+# The twin names the exception's type and a signature of its message: one example per twin and
+# process, and one call raises for different reasons. In different tests: upstream
+# test_embedding_scalar_weight_error's 0-d weight, a RuntimeError from embedding's own check;
+# another test's index out of range, an IndexError from index_select's kernel. In one test:
+# upstream test_view_as_complex expects four RuntimeErrors of view_as_complex (last dimension not
+# of size 2, not of stride 1, a storage offset not divisible by 2, no dimension); OpenReg raises
+# the first and not the third, and one example for all four stood for the first alone.
 RAISE_PREFIX = "raises:"
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_NUMBER = re.compile(r"\d+")
+# A tensor's type in an error message names its device, as the process last spelt it: CPU's
+# ``torch.FloatTensor{[5, 1, 2, 3]}`` is OpenReg's ``openregFloatType{...}`` (upstream
+# test_broadcast_to's expand), or ``torch.openreg.FloatTensor{...}`` in a process that touched
+# the legacy tensor types first; a raising twin with only that different raises what CPU does.
+TENSOR_TYPE = re.compile(r"\b(?:torch\.(?:\w+\.)?\w+Tensor|\w+Type)\{")
 
 
-def raise_call(key: str, error: str) -> str:
-    """(``aten::polygamma(float32)``, ``RuntimeError``) -> ``raises:RuntimeError:aten::polygamma(float32)``."""
-    return f"{RAISE_PREFIX}{error}:{key}"
+def error_signature(message: str) -> str:
+    """Eight hex digits for an error's message, the same for the same check whatever the sizes,
+    values, addresses and tensor types it names (its first line)."""
+    line = message.strip().partition("\n")[0]
+    plain = _NUMBER.sub("#", _ADDRESS.sub("0x", TENSOR_TYPE.sub("Tensor{", line)))
+    return hashlib.sha256(plain.encode()).hexdigest()[:8]
+
+
+def raise_call(key: str, error: str, message: str | None = None) -> str:
+    """(``aten::polygamma(float32)``, ``RuntimeError``, its message) ->
+    ``raises:RuntimeError~<error_signature(message)>:aten::polygamma(float32)``; without a
+    message, ``raises:RuntimeError:aten::polygamma(float32)``."""
+    signature = "" if message is None else f"~{error_signature(message)}"
+    return f"{RAISE_PREFIX}{error}{signature}:{key}"
 
 
 def is_raise_call(key: str) -> bool:
@@ -166,7 +189,7 @@ def raised_call(key: str) -> tuple[str, str]:
     if not is_raise_call(key):
         return key, ""
     error, _, call = key.removeprefix(RAISE_PREFIX).partition(":")
-    return call, error
+    return call, error.partition("~")[0]
 
 
 # A view call whose result the test then wrote into (an in-place or out= op on it, or on a view

@@ -116,7 +116,7 @@ def recorder_class() -> type:
                 if pending is not None:
                     self.raised.add(pending[0])
                     if isinstance(exc, Exception):
-                        self._note_raise(pending, type(exc).__name__, args, kwargs)
+                        self._note_raise(pending, exc, args, kwargs)
                 raise
             if pending is not None:
                 self.worked.add(pending[0])
@@ -176,13 +176,13 @@ def recorder_class() -> type:
                 return key, NO_EXAMPLE
             return key, example(args, kwargs) if "::" in key and not key.startswith("higher_order::") else None
 
-        def _note_raise(self, pending: tuple[str, str | None], error: str, args: Any, kwargs: dict[str, Any]) -> None:
+        def _note_raise(self, pending: tuple[str, str | None], error: Exception, args: Any, kwargs: dict[str, Any]) -> None:
             """Note a call that raised as its raising twin (callspec.raise_call), with these inputs
             as the twin's example: the probe replays them on the device to see whether it raises
             the same error (upstream test_polygamma_neg: polygamma's own check of n, before the
             kernel the device lacks)."""
             key, text = pending
-            twin = raise_call(key, error)
+            twin = raise_call(key, type(error).__name__, str(error))
             self.calls.add(twin)
             self.raised.add(twin)
             if "::" not in key or key.startswith("higher_order::") or twin in self.examples \

@@ -12,7 +12,6 @@ result: the parent (runner/probe/replay.py) names it ``crash`` and replays the r
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 from testcurator.plugin.callspec import (
     PYTHON_NAMESPACE,
+    TENSOR_TYPE,
     alias_roles,
     argument,
     dispatch_op,
@@ -43,11 +43,6 @@ from testcurator.runner.results.classify import classify
 _UNCOMPARED = ("empty", "new_empty", "resize", "set_", "random", "uniform", "normal", "bernoulli", "exponential",
                "cauchy", "geometric", "log_normal", "rand", "multinomial", "native_dropout", "dropout")
 MAX_ERROR = 600
-# A tensor's type in an error message names its device, as the process last spelt it: CPU's
-# ``torch.FloatTensor{[5, 1, 2, 3]}`` is OpenReg's ``openregFloatType{...}`` (upstream
-# test_broadcast_to's expand), or ``torch.openreg.FloatTensor{...}`` in a process that touched
-# the legacy tensor types first; a raising twin with only that different raises what CPU does.
-_TENSOR_TYPE = re.compile(r"\b(?:torch\.(?:\w+\.)?\w+Tensor|\w+Type)\{")
 
 
 def resolve(op: str) -> Any:
@@ -161,9 +156,9 @@ def _replay_view(key: str, example: str, device: str) -> tuple[str, str]:
 
 def same_error(raised: BaseException, expected: BaseException) -> bool:
     """Whether the device raised what CPU raised: the same type, the same message but for the
-    tensor types it names (:data:`_TENSOR_TYPE`)."""
+    tensor types it names (callspec.TENSOR_TYPE)."""
     def plain(exc: BaseException) -> str:
-        return _TENSOR_TYPE.sub("Tensor{", str(exc))
+        return TENSOR_TYPE.sub("Tensor{", str(exc))
 
     return type(raised) is type(expected) and plain(raised) == plain(expected)
 

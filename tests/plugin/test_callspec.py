@@ -14,6 +14,7 @@ from testcurator.plugin.callspec import (
     call_key,
     call_words,
     dispatch_op,
+    error_signature,
     example,
     is_host_call,
     is_raise_call,
@@ -142,6 +143,21 @@ def test_a_raising_twin_is_named_for_a_reader_as_the_call_and_its_raising_inputs
     # the call and the error a twin stands for, an op's "::" kept whole
     assert raised_call(twin) == ("aten::polygamma(float32)", "RuntimeError")
     assert raised_call("aten::neg(float32)") == ("aten::neg(float32)", "")
+
+
+@pytest.mark.parametrize(("message", "same"), [
+    ("Tensor must have a last dimension of size 2", True),
+    ("Tensor must have a last dimension of size 3", True),  # sizes, values: the same check
+    ("expand(torch.FloatTensor{[5, 1]}, size=[1]) at 0x7f3a9c: too few", False),  # another check
+    ("Tensor must have a last dimension with stride 1", False),
+])
+def test_a_raising_twin_names_its_messages_check_whatever_sizes_and_types_it_names(message: str, same: bool) -> None:
+    twin = raise_call("aten::view_as_complex(float32)", "RuntimeError", message)
+    assert (twin == raise_call("aten::view_as_complex(float32)", "RuntimeError", "Tensor must have a last dimension of size 2")) is same
+    assert raised_call(twin) == ("aten::view_as_complex(float32)", "RuntimeError") and twin_call(twin) == "aten::view_as_complex(float32)"
+    assert call_words(twin) == "aten::view_as_complex(float32) (the inputs that raised RuntimeError on CPU)"
+    assert error_signature("expand(openregFloatType{[5, 1]}, size=[1]) at 0x55e1: too few") == \
+        error_signature("expand(torch.FloatTensor{[5, 1]}, size=[1]) at 0x7f3a9c: too few")
 
 
 def test_a_writing_twin_is_named_for_a_reader_as_the_view_call_written_into() -> None:
