@@ -144,7 +144,7 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
     return op, tuple(inner.split(",")) if inner else ()
 
 
-# A call that raised on CPU is also noted as its raising twin, ``raises:RuntimeError~9f2c51d0:aten::polygamma(float32)``,
+# A call that raised on CPU is also noted as its raising twin, ``raises:RuntimeError~de8b9bd5:aten::polygamma(float32)``,
 # whose example is the raising inputs: the probe replays them on CPU and on the device, and the
 # twin works when the device raises the same error (a check the op makes before its kernel).
 # The twin names the exception's type and a signature of its message: one example per twin and
