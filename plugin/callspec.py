@@ -151,9 +151,9 @@ def split_key(key: str) -> tuple[str, tuple[str, ...]]:
 # process, and one call raises for different reasons. In different tests: upstream
 # test_embedding_scalar_weight_error's 0-d weight, a RuntimeError from embedding's own check;
 # another test's index out of range, an IndexError from index_select's kernel. In one test:
-# upstream test_view_as_complex expects four RuntimeErrors of view_as_complex (last dimension not
-# of size 2, not of stride 1, a storage offset not divisible by 2, no dimension); OpenReg raises
-# the first and not the third, and one example for all four stood for the first alone.
+# upstream test_view_as_complex expects four RuntimeErrors of view_as_complex, four checks;
+# OpenReg makes three and not the fourth ("a stride divisible by 2 for all but last dimension"),
+# and one example for all four stood for one of the three.
 RAISE_PREFIX = "raises:"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+")
