@@ -38,6 +38,7 @@ from testcurator.agents.brain import ExecutionRecord
 from testcurator.agents.decision import Decision
 from testcurator.agents.refine import group_records
 from testcurator.pipelines.store import RunStore
+from testcurator.runner.progress import ProgressSink
 from testcurator.runner.results.records import TestRecord, read_jsonl, write_jsonl
 from testcurator.vocab import MODES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, TestKey
 
@@ -288,7 +289,8 @@ def markdown(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, timeout: float = 300.0) -> Counter[str]:
+def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, timeout: float = 300.0,
+                  progress: ProgressSink | None = None) -> Counter[str]:
     """Run ``keys`` (``file::Class::test``) once on the device, every one as mandatory, into
     ``eval/exec``; returns how many variants executed and how many were skipped (by the test
     itself or by the profile's capabilities). The curated configs are not touched."""
@@ -321,7 +323,7 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
     spec = RunSpec(out_dir=results.parent, config=config, torch_root=ctx.torch_root, device=ctx.device,
                    backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
                    env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
-    records = execute(spec).records
+    records = execute(spec, progress).records
     write_jsonl(results, _merged(earlier, records))
     return Counter("skipped" if r.outcome == "skipped" else "executed" for r in records)
 

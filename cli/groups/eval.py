@@ -60,10 +60,13 @@ def eval_cmd(
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if run_unrun:
         from testcurator.pipelines.evaluate import StoredSource
+        from testcurator.runner.progress import LineProgress
 
         todo = unrun(observed(run), StoredSource().predict(run), tried_variants(run))
         err.print(f"running {len(todo)} test(s) the draft did not execute, or ran without their exclusions ...", markup=False)
-        ran = execute_unrun(run, todo, workers=workers)
+        # A line every few seconds: on a corpus this runs thousands of variants for minutes.
+        progress = LineProgress("eval", lambda line: err.print(line, markup=False))
+        ran = execute_unrun(run, todo, workers=workers, progress=progress)
         err.print(f"{ran['executed']} variant(s) executed, {ran['skipped']} skipped (by the test itself or the "
                   "profile's capabilities)", markup=False)
     result = compare(run, [SOURCES[n]() for n in dict.fromkeys(names)])

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from testcurator.pipelines import context
+from testcurator.runner import progress
 from testcurator.runner.results.records import read_jsonl
 
 DROPPED = ("test/test_ops.py", "test/test_view_ops.py")
@@ -224,8 +225,13 @@ def test_eval_runs_the_unrun_tests_then_judges_them(kit: ModuleType, reference: 
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     before = reference.report["eval"]["sources"]["offline (this run)"]["total"]
     capsys.readouterr()
+    # It says how far it is while it runs (every 8 s; here every 0.2 s, the run being short).
+    line_progress = progress.LineProgress
+    monkeypatch.setattr(progress, "LineProgress", lambda label, say: line_progress(label, say, every=0.2))
     assert kit.main(["eval", str(reference.run_dir), "--run-unrun", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    first = capsys.readouterr()
+    result = json.loads(first.out)
+    assert any(line.startswith("eval: ") for line in first.err.splitlines()), first.err
     assert set(result["sources"]) == {"stored", "offline"}
     stored, offline = result["sources"]["stored"], result["sources"]["offline"]
     assert stored == offline  # the offline brain asked again decides as the run did
