@@ -199,8 +199,6 @@ def _host(key: str, example: str, device: str) -> tuple[str, str]:
 
 
 def _replay(key: str, example: str, device: str) -> tuple[str, str]:
-    import torch
-
     op = split_key(key)[0]
     try:
         func = resolve(op)
@@ -217,10 +215,7 @@ def _replay(key: str, example: str, device: str) -> tuple[str, str]:
     if _compared(func, key):
         want = [t.detach() for t in tensors_in(expected)]
         try:
-            if len(want) != len(got_cpu):
-                raise AssertionError(f"{len(got_cpu)} tensor result(s) on the device, {len(want)} on CPU")
-            for w, g in zip(want, got_cpu):
-                torch.testing.assert_close(g, w, equal_nan=True, check_stride=False, check_device=False)
+            _assert_same(got_cpu, want)
         except AssertionError as exc:
             if not cpu_steady(func, example, want):
                 return "not_probed", "CPU's own result changes from one replay of the example to the next"
@@ -228,21 +223,24 @@ def _replay(key: str, example: str, device: str) -> tuple[str, str]:
     return "works", ""
 
 
+def _assert_same(got: list[Any], want: list[Any], **tolerance: float) -> None:
+    """``got``'s tensors are ``want``'s (NaN where NaN; strides and devices aside), or AssertionError."""
+    import torch
+
+    if len(want) != len(got):
+        raise AssertionError(f"{len(got)} tensor result(s) on the device, {len(want)} on CPU")
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True, check_stride=False, check_device=False, **tolerance)
+
+
 def cpu_steady(func: Any, example: str, want: list[Any]) -> bool:
     """Whether CPU gives ``want`` again: a result that differs from the device's is the
     device's fault only if CPU's is what CPU always gives (a kernel that reads memory the
     example leaves unset does not)."""
-    import torch
-
     try:
         args, kwargs = rebuild(example)
-        again = [t.detach() for t in tensors_in(func(*args, **kwargs))]
-    except Exception:  # noqa: BLE001 - it ran once: a second run that fails is not steady either
-        return False
-    try:
-        for w, a in zip(want, again, strict=True):
-            torch.testing.assert_close(a, w, equal_nan=True, rtol=0, atol=0)
-    except (AssertionError, ValueError):
+        _assert_same([t.detach() for t in tensors_in(func(*args, **kwargs))], want, rtol=0, atol=0)
+    except Exception:  # noqa: BLE001 - a second replay that fails or differs is not steady
         return False
     return True
 
