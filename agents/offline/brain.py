@@ -74,7 +74,8 @@ previous_skip         a skip stays skip; if every variant passed: needs_review, 
 exclusions            variants failing on every attempt whose dtype (or op, or module) fails
                       in every variant that has it -> exclude_dtypes/exclude_ops/
                       exclude_modules (the class picks the dimension first: unsupported_op ->
-                      op, others -> dtype, module last; none when nothing would be left to
+                      op, others -> dtype, module, then an @ops op at one dtype,
+                      ``linalg.tensorsolve@complex128``; none when nothing would be left to
                       run); failures none of these explain that all share one @parametrize
                       value no other variant has -> exclude_params (``shape=2x3``); then:
 crash                 a crash or timeout of an @ops op -> that op excluded in the dtypes it
