@@ -192,6 +192,9 @@ WORKERS = _opt("-n", "--workers", metavar="N", min=1,
                     "the probe: replay processes).")
 TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
                help="Per-test limit: a test running longer is killed and recorded as timeout (0: no limit).")
+MEMORY_LIMIT = _opt("--memory-limit-mb", metavar="MB", min=0,
+                    help="Per-test memory: an allocation that would grow the process running a test by more than MB "
+                         "fails that test, recorded as memory_limit (Linux; 0: no limit).")
 RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")
 EXECUTE = _opt("--execute/--no-execute", help="Run the tests on the device and keep what the results say.")
 RESUME = _opt("--resume", help="Continue the last run from its checkpoint.")
@@ -384,6 +387,7 @@ AllowOutsideRoot = Annotated[bool, ALLOW_OUTSIDE_ROOT.make()]
 Level = Annotated[int, LEVEL.make()]
 Workers = Annotated[Optional[int], WORKERS.make()]
 Timeout = Annotated[float, TIMEOUT.make()]
+MemoryLimitMb = Annotated[float, MEMORY_LIMIT.make()]
 Retries = Annotated[int, RETRIES.make()]
 Execute = Annotated[bool, EXECUTE.make()]
 Resume = Annotated[bool, RESUME.make()]

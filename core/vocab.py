@@ -51,8 +51,12 @@ HARD_OUTCOMES: frozenset[str] = frozenset({"crashed", "timeout"})
 # --- failure classes ---------------------------------------------------------------------
 FAILURE_CLASSES: tuple[str, ...] = (
     "unsupported_op", "unsupported_dtype", "numerical_mismatch", "crash", "timeout",
-    "transient", "test_error", "unknown", "unexpected_pass",
+    "transient", "test_error", "unknown", "unexpected_pass", "memory_limit",
 )
+#: The line the plugin puts first in the failure text of a test whose allocation failed under
+#: ``--curate-memory-limit`` (plugin/events.py); the classifier reads it as ``memory_limit``:
+#: the test needs more memory than the run allows it, which a retry does not change.
+MEMORY_LIMIT_LINE = "testcurator: the test reached its memory limit"
 #: An ``xfail_strict`` test that passed: pytest reports it ``failed`` (it fails the run), but
 #: the test itself passed; evidence of a pass, never of a failure.
 UNEXPECTED_PASS = "unexpected_pass"
@@ -66,7 +70,7 @@ NOT_EVIDENCE_CLASSES: frozenset[str] = frozenset({"infrastructure", "infra", "tr
 HARD_FAILURE_CLASSES: frozenset[str] = frozenset({"crash", "timeout"})
 #: Failure classes that are the dispatcher's answer ("Could not run 'aten::X' with arguments
 #: from the 'dev' backend"): the same on every attempt, so a retry says nothing new.
-DETERMINISTIC_CLASSES: frozenset[str] = frozenset({"unsupported_op", "unsupported_dtype"})
+DETERMINISTIC_CLASSES: frozenset[str] = frozenset({"unsupported_op", "unsupported_dtype", "memory_limit"})
 
 
 # --- device capabilities (the probe) ----------------------------------------------------------

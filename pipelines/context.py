@@ -61,6 +61,9 @@ class RunContext:
     embed: bool = _field("Per-test embeddings (similar tests as evidence).", default=True)
     workers: int = _field("pytest-xdist workers for test runs.", default=1)
     timeout: float = _field("Seconds before a hanging test is killed.", default=300.0)
+    memory_limit_mb: float | None = _field(
+        "MB of memory one test may add to the process running it (testcurator/memlimit.py); an allocation past it "
+        "fails the test as memory_limit. None: no limit.", default=None)
     retries: int = _field("Reruns of failing tests (flaky vs consistent).", default=1)
     executor: str = _field("Where the heavy steps (CPU op capture, draft execution, verification) run: "
                            "local or ray (runner/shards/executors.py).", default="local")

@@ -36,6 +36,10 @@ Options (group ``curate``):
     (setup + call + teardown): a hung test dumps every thread's stack into the ``.fault``
     file and the process exits, which the runner records as ``timeout``.
 
+``--curate-memory-limit MB``
+    A test may grow its process's data by at most MB (testcurator/memlimit.py): past it an
+    allocation fails in the test, whose logged text then says so first.
+
 Wiring: :func:`add_options` and :func:`configure` are the two functions the curate entry
 plugin calls. Both are idempotent, and this module also defines module-level
 ``pytest_addoption``/``pytest_configure`` so ``-p testcurator.plugin.events`` works alone
@@ -44,6 +48,7 @@ plugin calls. Both are idempotent, and this module also defines module-level
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import faulthandler
 import gc
@@ -56,6 +61,7 @@ from typing import IO, Any
 
 import pytest
 
+from testcurator.memlimit import MemoryLimit
 from testcurator.names import params_from
 from testcurator.plugin import summary
 from testcurator.plugin.optionset import first_time
@@ -73,20 +79,25 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
                     help="write a JSONL event log per test (start before it runs, reports after)")
     group.addoption("--curate-timeout", metavar="SECONDS", type=float, default=None,
                     help="kill the test process with a stack dump when one test runs longer")
+    group.addoption("--curate-memory-limit", metavar="MB", type=_positive_mb, default=None,
+                    help="fail an allocation that would grow the process by more than MB during one test "
+                         "(RLIMIT_DATA, Linux)")
     group.addoption("--curate-settle-skips", action="store_true", default=False,
                     help="log each test with an unconditional skip mark as skipped at collection and deselect it "
                          "(same outcome, without pytest's per-test protocol; needs --curate-events)")
 
 
 def configure(config: pytest.Config) -> None:
-    """Register the event writer when ``--curate-events`` or ``--curate-timeout`` is given."""
+    """Register the event writer when ``--curate-events``, ``--curate-timeout`` or
+    ``--curate-memory-limit`` is given."""
     events = config.getoption("curate_events", None)
     timeout = config.getoption("curate_timeout", None)
+    memory = config.getoption("curate_memory_limit", None)
     settle = bool(config.getoption("curate_settle_skips", False))
     if settle and events is None:
         raise pytest.UsageError("--curate-settle-skips needs --curate-events FILE: the log is where a settled test's "
                                 "outcome is recorded")
-    if (events is None and timeout is None) or config.pluginmanager.has_plugin(PLUGIN_NAME):
+    if (events is None and timeout is None and memory is None) or config.pluginmanager.has_plugin(PLUGIN_NAME):
         return
     workerinput = getattr(config, "workerinput", None)
     xdist_controller = workerinput is None and _xdist_active(config)
@@ -98,7 +109,8 @@ def configure(config: pytest.Config) -> None:
     # Without pytest's skipping plugin a skip mark skips nothing: nothing to settle then.
     settle = settle and config.pluginmanager.has_plugin("skipping")
     logs_settled = settle and (workerinput is None or workerinput["workerid"] == "gw0")
-    writer = _ControllerEvents(path) if xdist_controller else _EventWriter(path, timeout, settle, logs_settled)
+    writer = (_ControllerEvents(path) if xdist_controller
+              else _EventWriter(path, timeout, settle, logs_settled, MemoryLimit(memory) if memory else None))
     config.pluginmanager.register(writer, PLUGIN_NAME)
     summary.register(config)
     _no_final_collection_at_exit()
@@ -226,9 +238,10 @@ def _identify(item: pytest.Item) -> dict[str, Any]:
 class _EventWriter:
     """Runs in the process that executes tests (a plain pytest, or an xdist worker)."""
 
-    def __init__(self, path: Path | None, timeout: float | None, settle: bool = False, logs_settled: bool = False) -> None:
+    def __init__(self, path: Path | None, timeout: float | None, settle: bool = False, logs_settled: bool = False,
+                 memory: MemoryLimit | None = None) -> None:
         self.log = _Log(path)
-        self.timeout = timeout
+        self.timeout, self.memory = timeout, memory
         self.settle, self.logs_settled = settle, logs_settled
         self.settled: list[tuple[pytest.Item, str]] = []
         self.fault: IO[str] | None = None
@@ -286,18 +299,32 @@ class _EventWriter:
                         "time": time.time(), "identity": _identity(item)}, sync=True)
         if self.timeout:
             faulthandler.dump_traceback_later(self.timeout, exit=True, file=self.fault or _stderr())
+        if self.memory:
+            self.memory.arm()
         try:
             yield
         finally:
+            if self.memory:
+                self.memory.disarm()
             if self.timeout:
                 faulthandler.cancel_dump_traceback_later()
             self.log.write({"event": "finish", "nodeid": item.nodeid, "time": time.time()})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.log.write(_report_event(report))
+        event = _report_event(report)
+        if self.memory and report.failed and event["longrepr"]:
+            event["longrepr"] = self.memory.note(event["longrepr"])
+        self.log.write(event)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.log.close()
+
+
+def _positive_mb(value: str) -> float:
+    mb = float(value)
+    if mb <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of MB, not {value}")
+    return mb
 
 
 class _ControllerEvents:

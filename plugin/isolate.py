@@ -63,6 +63,7 @@ import pytest
 from _pytest.runner import CallInfo, runtestprotocol
 
 from testcurator.errors import CuratorError
+from testcurator.memlimit import MemoryLimit
 from testcurator.names import split_dtypes
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 from testcurator.plugin.optionset import existing_file, first_time
@@ -364,6 +365,8 @@ def _child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Pa
         # Its own file: the parent's fault file is read by the runner for the parent's deaths.
         handle = fault.open("w", encoding="utf-8")
         faulthandler.enable(file=handle, all_threads=True)
+        if limit := item.config.getoption("curate_memory_limit", None):
+            MemoryLimit(limit).arm()  # the zygote it was forked from holds none (plugin/events.py arms the parent)
         reports = runtestprotocol(item, log=False, nextitem=nextitem)
         config = item.config
         # Plain dicts, as xdist sends them; pickled, so a skip's (path, line, reason) stays a tuple.

@@ -35,6 +35,7 @@ class RunSpec:
     backend: str | None = None
     workers: int = 1
     timeout: float | None = 300.0
+    memory_limit_mb: float | None = None  # --curate-memory-limit: what one test may add to its process
     retries: int = 1
     rootdir: Path | None = None
     extra_args: tuple[str, ...] = ()
@@ -205,6 +206,8 @@ def pytest_command(
         cmd.append("--tb=native")
     if spec.timeout:
         cmd += ["--curate-timeout", str(spec.timeout)]
+    if spec.memory_limit_mb:
+        cmd += ["--curate-memory-limit", f"{spec.memory_limit_mb:g}"]
     if spec.config is not None:
         # The config's skips are settled at collection: the runner's JUnit XML is written from
         # the event log, where they are recorded (plugin/events.py).

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from testcurator.cli.commands import command, usage_error
 from testcurator.cli.options import (AllowEmpty, BackendExec, Config, Device, Devices, Durations, ExecutorName, Group,
-                                     Labels, MoreResults, OutDir, ProfileDeprecated, Quiet, RefreshSnapshot, Results, Retries,
+                                     Labels, MemoryLimitMb, MoreResults, OutDir, ProfileDeprecated, Quiet, RefreshSnapshot, Results, Retries,
                                      Rootdir, Shard, Shards, StateDir, TestPaths, Tier, TiersFile, Timeout, TorchRoot, Workers,
                                      take_deprecated)
 from testcurator.config.wrap import Wrapped
@@ -111,6 +111,7 @@ def exec_command(
     backend: BackendExec = None,
     workers: Workers = 1,
     timeout: Timeout = 300.0,
+    memory_limit_mb: MemoryLimitMb = 0.0,
     retries: Retries = 1,
     out: OutDir = Path("testcurator-run"),
     rootdir: Rootdir = None,
@@ -160,7 +161,8 @@ def exec_command(
     scale = exec_scale.ScaleOptions(shard, shards, group, tier, tiers_file, executor, backend_file, durations, state_dir,
                                     refresh_snapshot)
     spec = RunSpec(out_dir=out, paths=tuple(paths or ()), config=config, torch_root=torch_root, device=device,
-                   backend=module, workers=workers, timeout=timeout or None, retries=retries, rootdir=rootdir)
+                   backend=module, workers=workers, timeout=timeout or None,
+                   memory_limit_mb=memory_limit_mb or None, retries=retries, rootdir=rootdir)
     spec, runner, store = exec_scale.prepare(spec, scale, say=lambda message: console.print(message, markup=False))
     exec_scale.check_backend_imports(spec, backend_file)
     spec = replace(spec, extra_args=spec.extra_args + label_args(labels, config))

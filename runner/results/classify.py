@@ -12,6 +12,9 @@ the first that matches wins. Order matters and is deliberate:
 2. ``crash``: the process died under the test: ``Fatal Python error: Segmentation fault``
    (faulthandler), a negative return code (a signal), xdist's ``worker 'gw0' crashed while
    running ...``. A crash whose retry passes is re-labelled ``transient`` by the runner.
+2b. ``memory_limit``: the plugin's line (:data:`~testcurator.vocab.MEMORY_LIMIT_LINE`) over an
+   allocation that failed under the run's per-test memory limit: the test's own need, the
+   same on every attempt; a "Cannot allocate memory" without it is the machine's (below).
 3. ``transient``: infrastructure, not the backend: connection resets, ``Address already in
    use``, ``Resource temporarily unavailable``, ``No space left on device``, too many open
    files, out-of-memory on a device (depends on what else runs). The runner also labels any
@@ -45,6 +48,9 @@ import re
 import signal as _signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from testcurator.memlimit import ALLOC_FAILED
+from testcurator.vocab import MEMORY_LIMIT_LINE
 
 MAX_EVIDENCE = 600
 
@@ -168,6 +174,17 @@ def _crash(inp: _Input) -> Classification | None:
         evidence = f"process killed by {sig}" if sig else (_last_line(inp.full) or "process died")
         return Classification("crash", evidence, signal=sig)
     return None
+
+
+# -- 2b. the run's memory limit ------------------------------------------------------------
+def _memory_limit(inp: _Input) -> Classification | None:
+    """The plugin's line over an allocation that failed under ``--curate-memory-limit``:
+    before ``transient``, which reads "Cannot allocate memory" as the machine's state."""
+    if not inp.full.startswith(MEMORY_LIMIT_LINE):
+        return None
+    first, _, rest = inp.full.partition("\n")
+    alloc = ALLOC_FAILED.search(rest)
+    return Classification("memory_limit", _clip(f"{first} ({_line_of(rest, alloc).strip()})" if alloc else first))
 
 
 # -- 3. transient / infrastructure --------------------------------------------------------
@@ -329,7 +346,7 @@ def _unknown(inp: _Input) -> Classification:
 
 
 RULES: Sequence[Rule] = (
-    _unexpected_pass, _timeout, _crash, _transient, _unsupported_dtype, _unsupported_op, _numerical, _test_error,
+    _unexpected_pass, _timeout, _crash, _memory_limit, _transient, _unsupported_dtype, _unsupported_op, _numerical, _test_error,
 )
 
 

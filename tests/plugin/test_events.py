@@ -64,6 +64,12 @@ def test_options_register_once(tmp_path: Path, extra: list[str]) -> None:
     assert any(e["event"] == "finish" for e in _events(tmp_path / "ev.jsonl"))
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "lots"])
+def test_a_memory_limit_that_is_not_a_positive_number_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    proc = _pytest(tmp_path, "test_ev.py::test_ok", f"--curate-memory-limit={value}")
+    assert proc.returncode == 4 and "--curate-memory-limit" in proc.stderr, proc.stderr
+
+
 def test_without_options_nothing_is_registered(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, "test_ev.py::test_ok")
     assert proc.returncode == 0 and not list(tmp_path.glob("*.jsonl*"))

@@ -307,6 +307,37 @@ def test_a_missing_kernel_is_not_retried(tmp_path: Path) -> None:
     assert (wrong.outcome, wrong.attempts) == ("failed", 3)  # anything else is still retried
 
 
+GREEDY = '''
+import torch
+
+
+def test_greedy():
+    torch.empty(512 * 2**20, dtype=torch.uint8).fill_(1)
+
+
+def test_modest():
+    assert torch.ones(8 * 2**20, dtype=torch.uint8).sum().item() == 8 * 2**20
+'''
+
+
+@pytest.mark.parametrize(("limit", "isolate"), [(None, ()), (128.0, ()), (128.0, ("all",))],
+                         ids=["no-limit", "limit", "limit-forked"])
+def test_a_test_past_the_memory_limit_fails_as_such_once_and_the_process_goes_on(tmp_path: Path, limit: float | None,
+                                                                               isolate: tuple[str, ...]) -> None:
+    # Forked (plugin/isolate.py), the child arms its own limit: the zygote it comes from has none.
+    path = _write(tmp_path, "test_greedy.py", GREEDY)
+    got = _run(tmp_path, path, timeout=60, retries=2, memory_limit_mb=limit, isolate=frozenset(isolate))
+    greedy, modest = got["test_greedy.py::test_greedy"], got["test_greedy.py::test_modest"]
+    assert modest.outcome == "passed"
+    if limit is None:  # 512 MB is no problem without a limit
+        assert greedy.outcome == "passed"
+        return
+    # Not retried: under the same limit it fails the same way.
+    assert (greedy.outcome, greedy.failure_class, greedy.attempts) == ("failed", "memory_limit", 1)
+    assert greedy.evidence.startswith("testcurator: the test reached its memory limit (it may add 128 MB to ")
+    assert "can't allocate memory: you tried to allocate 536870912 bytes" in greedy.evidence
+
+
 @pytest.mark.slow
 def test_a_test_known_to_fail_on_cpu_too_is_not_retried(tmp_path: Path) -> None:
     # The pipeline passes the tests its CPU capture saw fail (upstream test_testing's

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from testcurator.runner.results.classify import classify, focus_text
-from testcurator.vocab import FAILURE_CLASSES
+from testcurator.vocab import FAILURE_CLASSES, MEMORY_LIMIT_LINE
 
 
 def _raise_text(fn: Callable[[], object]) -> str:
@@ -142,6 +142,22 @@ def test_focus_prefers_pytest_error_lines() -> None:
     assert focus_text(text) == "RuntimeError: boom"
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    (f"{MEMORY_LIMIT_LINE} (it may add 128 MB to what its process held when it started; --curate-memory-limit)\n"
+     "Traceback (most recent call last):\nRuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+     "can't allocate memory: you tried to allocate 536870912 bytes. Error code 12 (Cannot allocate memory)",
+     "memory_limit"),
+    # The same allocation without the plugin's line: the machine's state, not the test's need.
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes. Error code 12 "
+     "(Cannot allocate memory)", "transient"),
+])
+def test_an_allocation_under_the_runs_memory_limit_is_the_tests_own(text: str, expected: str) -> None:
+    result = classify(text)
+    assert result.failure_class == expected
+    if expected == "memory_limit":
+        assert result.evidence.startswith(MEMORY_LIMIT_LINE) and "you tried to allocate 536870912 bytes" in result.evidence
+
+
 def test_every_class_is_reachable() -> None:
-    reached = {c[2] for c in CASES} | {"crash", "timeout", "unexpected_pass"}  # the last: test_execute.py
+    reached = {c[2] for c in CASES} | {"crash", "timeout", "unexpected_pass", "memory_limit"}  # test_execute.py
     assert reached == set(FAILURE_CLASSES)
