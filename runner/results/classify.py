@@ -184,7 +184,7 @@ def _memory_limit(inp: _Input) -> Classification | None:
         return None
     first, _, rest = inp.full.partition("\n")
     alloc = ALLOC_FAILED.search(rest)
-    return Classification("memory_limit", _clip(f"{first} ({_line_of(rest, alloc).strip()})" if alloc else first))
+    return Classification("memory_limit", _clip(f"{first} ({_line_of(rest, alloc)})" if alloc else first))
 
 
 # -- 3. transient / infrastructure --------------------------------------------------------
