@@ -179,6 +179,8 @@ class ExecutionRecord:
     message: str = ""
     # @parametrize values, (argument, repr of the live value): refine separates by them too.
     params: tuple[tuple[str, str], ...] = ()
+    # The OpInfo's variant (``floor_rounding`` of ``div``): refine may exclude one variant alone.
+    op_variant: str | None = None
 
     def __post_init__(self) -> None:
         if any(not isinstance(p, tuple) for p in self.params):  # from JSON (checkpoints, caches)
@@ -188,6 +190,16 @@ class ExecutionRecord:
     def dtypes(self) -> tuple[str, ...]:
         """The variant's dtypes: one, or both members of a dtype pair."""
         return split_dtypes(self.dtype)
+
+    @property
+    def op_name(self) -> str | None:
+        """The op as narrowly as a config names it: a variant as its test does (``div_floor_rounding``)."""
+        return f"{self.op.replace('.', '_')}_{self.op_variant}" if self.op and self.op_variant else self.op
+
+    def op_excluded(self, entries: Collection[str]) -> bool:
+        """Whether ``exclude_ops`` entries remove this variant (its OpInfo's or its own name), as the plugin does."""
+        return op_excluded(self.op, self.dtypes, entries) or (
+            self.op_name != self.op and op_excluded(self.op_name, self.dtypes, entries))
 
     def excluded_by(self, dtypes: Collection[str]) -> bool:
         """Whether an exclusion of ``dtypes`` removes this variant (any member counts)."""
@@ -199,7 +211,7 @@ class ExecutionRecord:
 
     def excluded_by_edits(self, edits: Edits) -> bool:
         """Whether one of ``edits``' exclusions (dtypes, ops, modules, params) removes this variant."""
-        return (self.excluded_by(edits.exclude_dtypes) or op_excluded(self.op, self.dtypes, edits.exclude_ops)
+        return (self.excluded_by(edits.exclude_dtypes) or self.op_excluded(edits.exclude_ops)
                 or bool(self.module and self.module in edits.exclude_modules)
                 or self.excluded_by_params(edits.exclude_params))
 

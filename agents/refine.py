@@ -39,7 +39,8 @@ def execution_record(rec: TestRecord) -> ExecutionRecord:
     passed = rec.failure_class == UNEXPECTED_PASS
     message = "" if passed else rec.evidence or (_skip_reason(rec.failure_text) if rec.outcome == "skipped" else "")
     return ExecutionRecord(variant=rec.nodeid, outcomes=outcomes, dtype=rec.dtype, op=rec.op, module=rec.module,
-                           failure_class=None if passed else rec.failure_class, message=message, params=rec.params)
+                           failure_class=None if passed else rec.failure_class, message=message, params=rec.params,
+                           op_variant=rec.op_variant)
 
 
 def _skip_reason(text: str | None) -> str:

@@ -253,7 +253,7 @@ def marks_for(ident: TestIdentity) -> list[str]:
 
 def junit_properties(ident: TestIdentity, applied: Applied) -> list[tuple[str, str]]:
     props = [("curate_generic", ident.generic), ("curate_mode", applied.mode), ("curate_origin", applied.origin)]
-    for key in ("device", "dtype", "op", "module"):
+    for key in ("device", "dtype", "op", "op_variant", "module"):
         value = getattr(ident, key)
         if value is not None:
             props.append((f"curate_{key}", str(value)))

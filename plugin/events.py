@@ -232,7 +232,7 @@ def _identify(item: pytest.Item) -> dict[str, Any]:
     except Exception:  # identity is a convenience; the nodeid is the record's key
         return props
     return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype,
-            "op": ident.op_formatted, "module": ident.module, "params": dict(ident.params)}
+            "op": ident.op, "op_variant": ident.op_variant, "module": ident.module, "params": dict(ident.params)}
 
 
 class _EventWriter:

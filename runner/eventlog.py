@@ -158,8 +158,8 @@ def _read_fault(events_file: Path) -> str:
 
 
 def identity_fields(nodeid: str, identity: dict[str, Any]) -> dict[str, Any]:
-    """generic/device/dtype/op/module/params for a record, parsing the node id as a fallback."""
-    fields = {k: identity.get(k) for k in ("generic", "device", "dtype", "op", "module")}
+    """generic/device/dtype/op/op_variant/module/params for a record, parsing the node id as a fallback."""
+    fields = {k: identity.get(k) for k in ("generic", "device", "dtype", "op", "op_variant", "module")}
     fields["params"] = params_from(identity.get("params"))
     if fields["generic"] is None:
         parts = TestKey.parse(nodeid.split("[", 1)[0]).parts

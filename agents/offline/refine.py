@@ -16,8 +16,7 @@ from testcurator.config.apply import OWN_SKIP
 from testcurator.config.params import param_ref, spelling
 from testcurator.names import counted, every
 from testcurator.vocab import (
-    FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_at, op_excluded,
-    op_matches)
+    FAILED_EVIDENCE, HARD_FAILURE_CLASSES, HARD_OUTCOMES, NOT_EVIDENCE_CLASSES, PASSED_EVIDENCE, Mode, op_at, op_matches)
 
 MAX_EVIDENCE = 8
 
@@ -68,19 +67,25 @@ def _attribute(failing: list[Variant], usable: list[Variant]) -> tuple[set[str],
     dtype (``op_at``) is tried last, as upstream's own per-op, per-dtype skips are: on OpenReg's
     corpus, 4 of test_fn_gradgrad's 649 variants failed (linalg.tensorsolve in complex128, a
     singular matrix; the op passes in float64, complex128 in other ops) and the whole test
-    became an xfail whose 645 passes guarded nothing, and ran again in the verification."""
-    found: dict[str, set[str]] = {"dtype": set(), "op": set(), "module": set(), "op_dtype": set()}
+    became an xfail whose 645 passes guarded nothing, and ran again in the verification.
+    An OpInfo's variant (``div_floor_rounding``: div's other variants pass) is tried after its
+    op, whole and at one dtype: 6 gradient and jit tests there stayed xfails for want of it."""
+    found: dict[str, set[str]] = {dim: set() for dim in _DIMENSIONS}
     left = []
     for v in failing:
-        order = ("op", "dtype", "module", "op_dtype") if v.rec.failure_class == "unsupported_op" else (
-            "dtype", "op", "module", "op_dtype")
+        order = ("op", "variant", *_DIMENSIONS[2:]) if v.rec.failure_class == "unsupported_op" else _DIMENSIONS
         hit = next(((dim, value) for dim in order for value in _values(v.rec, dim)
                     if all(u.status == "failed" for u in usable if value in _values(u.rec, dim))), None)
         if hit is None:
             left.append(v)
         else:
             found[hit[0]].add(hit[1])
-    return found["dtype"], found["op"] | found["op_dtype"], found["module"], left
+    ops = found["op"] | found["variant"] | found["op_dtype"] | found["variant_dtype"]
+    return found["dtype"], ops, found["module"], left
+
+
+#: Refine's dimensions, in the order tried (an ``unsupported_op`` tries the op first).
+_DIMENSIONS = ("dtype", "op", "variant", "module", "op_dtype", "variant_dtype")
 
 
 def _param_split(left: list[Variant], usable: list[Variant]) -> dict[tuple[str, str], str]:
@@ -109,12 +114,12 @@ def _crashing_ops(left: list[Variant], usable: list[Variant], excluded: set[str]
     if not hard or any(not v.rec.op for v in hard):
         return set()
     crashing: set[str] = set()
-    for op in {v.rec.op for v in hard if v.rec.op}:
-        at = {op_at(op, d) for v in hard if v.rec.op == op for d in v.rec.dtypes}
-        passes = any(u.status == "passed" and u.rec.op == op and not op_excluded(op, u.rec.dtypes, at) for u in usable)
+    for op in {v.rec.op_name for v in hard if v.rec.op_name}:
+        at = {op_at(op, d) for v in hard if v.rec.op_name == op for d in v.rec.dtypes}
+        passes = any(u.status == "passed" and u.rec.op_name == op and not u.rec.op_excluded(at) for u in usable)
         crashing |= at if at and passes else {op}
     gone = excluded | crashing
-    left_passing = any(u.status == "passed" and not op_excluded(u.rec.op, u.rec.dtypes, gone) for u in usable)
+    left_passing = any(u.status == "passed" and not u.rec.op_excluded(gone) for u in usable)
     return crashing if left_passing else set()
 
 
@@ -124,6 +129,9 @@ def _values(rec: ExecutionRecord, dim: str) -> tuple[str, ...]:
         return rec.dtypes
     if dim == "op_dtype":
         return tuple(op_at(rec.op, d) for d in rec.dtypes) if rec.op else ()
+    if dim in ("variant", "variant_dtype"):
+        name = rec.op_name if rec.op_variant else None
+        return () if name is None else (name,) if dim == "variant" else tuple(op_at(name, d) for d in rec.dtypes)
     value = getattr(rec, dim)
     return (value,) if value else ()
 
@@ -161,7 +169,7 @@ class Outcome:
                 f"all fail, the other {len(self.usable) - len(failed)} do not)")
 
     def explains(self, v: Variant) -> bool:
-        return (v.rec.excluded_by(self.dtypes) or op_excluded(v.rec.op, v.rec.dtypes, self.ops)
+        return (v.rec.excluded_by(self.dtypes) or v.rec.op_excluded(self.ops)
                 or v.rec.module in self.modules
                 or any(p in self.params for p in v.rec.params))
 
@@ -322,10 +330,10 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
     ops |= _crashing_ops(unexplained, usable, ops)
-    unexplained = [v for v in unexplained if not op_excluded(v.rec.op, v.rec.dtypes, ops)]
+    unexplained = [v for v in unexplained if not v.rec.op_excluded(ops)]
     params = _param_split(unexplained, usable)
     unexplained = [] if params else unexplained
-    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and not op_excluded(v.rec.op, v.rec.dtypes, ops)
+    remaining = [v for v in usable if not v.rec.excluded_by(dtypes) and not v.rec.op_excluded(ops)
                  and v.rec.module not in modules and not any(p in params for p in v.rec.params)]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
         dtypes, ops, modules, params, unexplained, remaining = set(), set(), set(), {}, failing, usable

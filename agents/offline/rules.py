@@ -52,7 +52,7 @@ CPU_FAILED = "capture on CPU: "
 # dtype the device lacks does not clear the op's gaps for the others (memory/capability.py), and a
 # test whose CPU failures are all left out by its edits is not xfailed for them; 10: refine excludes an
 # @ops op at the one dtype it failed in where no dtype and no op alone separates the failures
-RULES_VERSION = "offline-rules/10"
+RULES_VERSION = "offline-rules/11"
 RULES_HASH = "offline-" + hashlib.sha256(RULES_VERSION.encode()).hexdigest()[:16]
 MAX_QUOTE = 160
 

@@ -87,9 +87,9 @@ def _verifies(rec: TestRecord, before: LoadedConfig, after: LoadedConfig, path: 
     if rec.outcome != "passed" or rec.flaky or not rec.generic:
         return False
     cls, test = split_name(rec.generic)
-    # The record's op is the name its tests carry (op_formatted): an exclusion of a variant's
-    # base name does not match it, and the instance runs again.
-    ident = TestIdentity(cls, test, rec.device, rec.dtype, rec.op, None, rec.module, rec.params)
+    # The record's op and variant, as the plugin matches them: an exclusion of ``div`` covers
+    # ``div_floor_rounding`` too.
+    ident = TestIdentity(cls, test, rec.device, rec.dtype, rec.op, rec.op_variant, rec.module, rec.params)
     return all(decide(config, config.file_for(path), ident).mode == MANDATORY for config in (before, after))
 
 

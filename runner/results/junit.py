@@ -32,7 +32,7 @@ from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey, join_name
 
-_IDENTITY = ("generic", "device", "dtype", "op", "module")
+_IDENTITY = ("generic", "device", "dtype", "op", "op_variant", "module")
 
 
 def parse_junit(
@@ -114,7 +114,8 @@ def _identity(props: dict[str, str], cls: str | None, name: str, known_tests: Co
     if cls is None:
         return dict.fromkeys(_IDENTITY)
     ident = parse_name(cls, name, known_tests=known_tests, devices=devices)
-    return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype, "op": ident.op, "module": None}
+    return {"generic": ident.generic, "device": ident.device, "dtype": ident.dtype, "op": ident.op,
+            "op_variant": ident.op_variant, "module": None}
 
 
 def _record(case: ET.Element, path: Path, known_tests: Collection[str] | None, devices: Collection[str]) -> TestRecord:

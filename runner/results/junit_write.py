@@ -21,7 +21,7 @@ from testcurator.vocab import FAILING, NOT_RUN, TestKey
 
 # XML 1.0 forbids most control characters; tracebacks with ANSI colours carry them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_PROPERTY_FIELDS = ("generic", "device", "dtype", "op", "module", "outcome", "failure_class",
+_PROPERTY_FIELDS = ("generic", "device", "dtype", "op", "op_variant", "module", "outcome", "failure_class",
                     "evidence", "attempts", "flaky")
 
 

@@ -1,4 +1,5 @@
-"""Issue 13 item 2, end to end: a failing @parametrize value is excluded, not the test.
+"""Issue 13 item 2, end to end: a failing @parametrize value is excluded, not the test; and
+a failing OpInfo variant (``div_floor_rounding``), not its op.
 
 A device-generic file in PyTorch's style runs on the example backend (curatedev) through
 the real runner (`testcurator exec`, installed entry point); `testcurator refine` reads the
@@ -48,6 +49,27 @@ UPSTREAM = textwrap.dedent('''
     instantiate_device_type_tests(TestReduceParams, globals())
 ''')
 
+# div's three OpInfo variants (no_rounding_mode, trunc_rounding, floor_rounding) pass their
+# rounding mode as sample kwargs, as upstream test_binary_ufuncs reads them.
+DIV_VARIANTS = textwrap.dedent('''
+    import torch
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_utils import TestCase
+
+
+    class TestDivVariants(TestCase):
+        @ops([op for op in op_db if op.name == "div"], allowed_dtypes=(torch.float32,))
+        def test_quotient_toward_zero(self, device, dtype, op):
+            # -7 / 2: no rounding gives -3.5, trunc -3, floor -4; only floor moves away from zero.
+            x = torch.tensor([-7.0], device=device, dtype=dtype)
+            kwargs, _ = op.sample_kwargs(device, dtype, x)
+            self.assertLessEqual(op(x, torch.tensor([2.0], device=device, dtype=dtype), **kwargs).abs().item(), 3.5)
+
+
+    instantiate_device_type_tests(TestDivVariants, globals())
+''')
+
 DRAFT = """\
 test_suite_config:
   files:
@@ -56,12 +78,22 @@ test_suite_config:
       tests:
         - names: [TestReduceParams::test_mean_of_ones, TestReduceParams::test_reduction, TestReduceParams::test_plain]
           mode: mandatory_success
+    - path: ${TORCH_ROOT}/test/test_div_variants.py
+      tests:
+        - names: [TestDivVariants::test_quotient_toward_zero]
+          mode: mandatory_success
 """
 
 
 def _tc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTORCH_PRINT_REPRO_ON_FAILURE": "0", "COLUMNS": "200"}
     return subprocess.run([str(EXE), *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def _outcomes(root: Path, out: str, file: str) -> dict[str, dict[str, object]]:
+    """Test name -> record, for one file's records of a run."""
+    records = [json.loads(line) for line in (root / out / "results.jsonl").read_text().splitlines()]
+    return {r["nodeid"].rsplit("::", 1)[1]: r for r in records if r["nodeid"].startswith(f"test/{file}::")}
 
 
 def _exec(root: Path, out: str) -> subprocess.CompletedProcess[str]:
@@ -74,6 +106,7 @@ def refined(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("params-e2e")
     (root / "test").mkdir()
     (root / "test" / "test_reduce_params.py").write_text(UPSTREAM)
+    (root / "test" / "test_div_variants.py").write_text(DIV_VARIANTS)
     (root / "curate.yaml").write_text(DRAFT)
     (root / "draft.yaml").write_text(DRAFT)  # what review compares the refined config with
     draft = _exec(root, "draft")
@@ -86,8 +119,7 @@ def refined(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_runner_records_carry_params(refined: Path) -> None:
-    records = [json.loads(line) for line in (refined / "draft" / "results.jsonl").read_text().splitlines()]
-    by_name = {r["nodeid"].rsplit("::", 1)[1]: r for r in records}
+    by_name = _outcomes(refined, "draft", "test_reduce_params.py")
     # name_fn names the shape "0" in the instance name; the record keeps the live value.
     assert by_name["test_mean_of_ones_0_curatedev"]["params"] == [["shape", "(0,)"]]
     assert by_name["test_reduction_reduction_prod_curatedev"]["params"] == [["reduction", "'prod'"]]
@@ -122,9 +154,32 @@ def test_review_shows_the_exclusion(refined: Path) -> None:
 def test_refined_config_runs_the_rest_green(refined: Path) -> None:
     proc = _exec(refined, "after")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [json.loads(line) for line in (refined / "after" / "results.jsonl").read_text().splitlines()]
-    outcomes = {r["nodeid"].rsplit("::", 1)[1]: r["outcome"] for r in records}
+    outcomes = {n: r["outcome"] for n, r in _outcomes(refined, "after", "test_reduce_params.py").items()}
     assert outcomes["test_mean_of_ones_0_curatedev"] == outcomes["test_reduction_reduction_prod_curatedev"] == "skipped"
     assert sorted(n for n, o in outcomes.items() if o == "passed") == [
         "test_mean_of_ones_2x3_curatedev", "test_mean_of_ones_4_curatedev", "test_plain_curatedev",
         "test_reduction_reduction_mean_curatedev", "test_reduction_reduction_sum_curatedev"]
+
+
+@pytest.mark.slow
+def test_records_name_the_opinfo_and_its_variant(refined: Path) -> None:
+    by_name = _outcomes(refined, "draft", "test_div_variants.py")
+    assert {(r["op"], r["op_variant"], r["outcome"]) for r in by_name.values()} == {
+        ("div", "no_rounding_mode", "passed"), ("div", "trunc_rounding", "passed"), ("div", "floor_rounding", "failed")}
+
+
+def test_refine_excludes_the_failing_variant_not_its_op(refined: Path) -> None:
+    file = load_config(refined / "curate.yaml", torch_root=refined).files[1]
+    entry = file.entry_for("TestDivVariants::test_quotient_toward_zero")
+    assert entry is not None and entry.mode == "mandatory_success", entry
+    assert entry.edits is not None and entry.edits.ops is not None
+    assert [r.name for r in entry.edits.ops.exclude] == ["div_floor_rounding"]
+    assert "div_floor_rounding" in (entry.reason or "")
+
+
+@pytest.mark.slow
+def test_the_other_variants_still_run(refined: Path) -> None:
+    outcomes = {n: r["outcome"] for n, r in _outcomes(refined, "after", "test_div_variants.py").items()}
+    assert outcomes == {"test_quotient_toward_zero_div_floor_rounding_curatedev_float32": "skipped",
+                        "test_quotient_toward_zero_div_no_rounding_mode_curatedev_float32": "passed",
+                        "test_quotient_toward_zero_div_trunc_rounding_curatedev_float32": "passed"}
