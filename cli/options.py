@@ -420,6 +420,8 @@ BudgetS = Annotated[float, BUDGET_S.make()]
 MaxJobS = Annotated[float, MAX_JOB_S.make()]
 Prefix = Annotated[Optional[str], PREFIX.make()]
 RunUnrun = Annotated[bool, RUN_UNRUN.make()]
+# eval --run-unrun: None (not given) is the run's own limit, from its run.json.
+EvalMemoryLimitMb = Annotated[Optional[float], MEMORY_LIMIT.make()]
 Version = Annotated[bool, VERSION.make()]
 Port = Annotated[int, PORT.make()]
 Host = Annotated[str, HOST.make()]

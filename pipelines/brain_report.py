@@ -93,6 +93,7 @@ def sections(ctx: RunContext, store: RunStore, state: Mapping[str, Any]) -> dict
     llm_client = getattr(ctx.brain, "client", None)
     store.write_json(RUN_FILE, {"torch_root": str(ctx.torch_root), "profile": str(ctx.profile_path),
                                 "out_dir": str(ctx.out_dir), "state_dir": str(ctx.state_dir), "files": files,
+                                "memory_limit_mb": ctx.memory_limit_mb,
                                 "llm": {"base_url": llm_client.settings.base_url, "model": llm_client.settings.model}
                                 if llm_client is not None else None})
     return {"llm": llm_section(ctx, store, stage, files), "eval": eval_section(ctx, store, files)}

@@ -80,6 +80,7 @@ class EvalRun:
     state_dir: Path
     files: tuple[str, ...]
     llm: Mapping[str, Any]  # LLMSettings overrides (base_url, model...) for an ``llm`` source
+    memory_limit_mb: float | None = None  # --run-unrun's per-test limit (the run's own by default)
 
 
 class PredictionSource(Protocol):
@@ -322,7 +323,8 @@ def execute_unrun(run: EvalRun, keys: Sequence[TestKey], *, workers: int = 1, ti
     earlier = read_jsonl(results) if results.exists() else []
     spec = RunSpec(out_dir=results.parent, config=config, torch_root=ctx.torch_root, device=ctx.device,
                    backend=ctx.profile.backend_module, workers=workers, timeout=timeout, retries=1,
-                   env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True)
+                   env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True,
+                   memory_limit_mb=run.memory_limit_mb)
     records = execute(spec, progress).records
     write_jsonl(results, _merged(earlier, records))
     return Counter("skipped" if r.outcome == "skipped" else "executed" for r in records)

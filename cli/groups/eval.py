@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 
 from testcurator.cli.commands import command
-from testcurator.cli.options import (EvalSources, Format, JsonDeprecated, LlmBaseUrl, LlmModel, RunDirArg, RunUnrun, StateDir,
-                                     Workers, wants_json)
+from testcurator.cli.options import (EvalMemoryLimitMb, EvalSources, Format, JsonDeprecated, LlmBaseUrl, LlmModel, RunDirArg,
+                                     RunUnrun, StateDir, Workers, wants_json)
 from testcurator.errors import BadInputError
 
 
@@ -30,6 +30,7 @@ def eval_cmd(
     run_unrun: RunUnrun = False,
     state_dir: StateDir = None,
     workers: Workers = 1,
+    memory_limit_mb: EvalMemoryLimitMb = None,
     llm_base_url: LlmBaseUrl = None,
     llm_model: LlmModel = None,
     fmt: Format = "text",
@@ -39,8 +40,9 @@ def eval_cmd(
 
     A skip that passes is lost coverage; a mandatory_success that fails is wasted device time.
 
-    -n/--workers: pytest-xdist workers for --run-unrun (default 1). --source llm asks the
-    endpoint --llm-base-url and --llm-model name.
+    -n/--workers: pytest-xdist workers for --run-unrun (default 1), which runs each test under
+    the run's own --memory-limit-mb unless given. --source llm asks the endpoint --llm-base-url
+    and --llm-model name.
     """
     as_json = wants_json(fmt, as_json)
     from testcurator.pipelines.brain_report import RUN_FILE
@@ -56,7 +58,8 @@ def eval_cmd(
     names = source or ["stored", "offline"]  # each one of SOURCES: --source's choices say so
     llm = {k: v for k, v in {**(meta.get("llm") or {}), "base_url": llm_base_url, "model": llm_model}.items() if v}
     run = EvalRun(run_dir=run_path, torch_root=Path(meta["torch_root"]), profile_path=Path(meta["profile"]),
-                  out_dir=Path(meta["out_dir"]), state_dir=Path(meta["state_dir"]), files=tuple(meta["files"]), llm=llm)
+                  out_dir=Path(meta["out_dir"]), state_dir=Path(meta["state_dir"]), files=tuple(meta["files"]), llm=llm,
+                  memory_limit_mb=(meta.get("memory_limit_mb") if memory_limit_mb is None else memory_limit_mb) or None)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if run_unrun:
         from testcurator.pipelines.evaluate import StoredSource
