@@ -87,7 +87,21 @@ def device_nodeid(cpu_nodeid: str, device: str) -> str:
 
 def _identity(record: OpRecord) -> TestIdentity:
     cls, _, test = record.generic.rpartition("::")
-    return TestIdentity(cls=cls, test=test, device=record.device, dtype=record.dtype, op=record.op, module=record.module)
+    return TestIdentity(cls=cls, test=test, device=record.device, dtype=record.dtype, op=record.op,
+                        op_variant=op_variant(record), module=record.module)
+
+
+def op_variant(record: OpRecord) -> str | None:
+    """The OpInfo variant its test's name carries (``test_fn_grad_div_floor_rounding_cpu_float64``:
+    ``floor_rounding``), which capture records do not keep and a config may exclude alone."""
+    if record.op is None:
+        return None
+    name = record.nodeid.rpartition("::")[2]
+    head = f"{record.generic.rpartition('::')[2]}_{record.op.replace('.', '_')}_"
+    tail = "".join(f"_{part}" for part in (record.device, record.dtype) if part)
+    if not (name.startswith(head) and name.endswith(tail)):
+        return None
+    return name[len(head):len(name) - len(tail)] or None
 
 
 def _costs(records: Sequence[OpRecord], known: Mapping[str, float], device: str | None) -> dict[str, float]:

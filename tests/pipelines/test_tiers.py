@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from testcurator.config.apply import Applied, probe
-from testcurator.pipelines.tiers import Candidate, cover, device_nodeid
+from testcurator.plugin.oprecord import OpRecord
+from testcurator.pipelines.tiers import Candidate, cover, device_nodeid, op_variant
 
 TC = str(Path(sys.executable).with_name("testcurator"))
 
@@ -148,3 +149,18 @@ def test_exec_tier_errors(project: Path) -> None:
     assert "is not one of L1, L2, L3" in bad.stderr
     no_map = tc(project, "tiers", "--config", "configs", "--budget-s", "1", "--state-dir", "empty", code=2)
     assert "no op map" in no_map.stderr
+
+
+@pytest.mark.parametrize(("name", "op", "dtype", "variant"), [
+    ("test_fn_grad_div_floor_rounding_cpu_float64", "div", "float64", "floor_rounding"),
+    ("test_fn_grad_div_cpu_float64", "div", "float64", None),  # no variant
+    ("test_fn_grad_nn_functional_relu_cpu_float32", "nn.functional.relu", "float32", None),  # dots as underscores
+    ("test_fn_grad_linalg_norm_subgradients_at_zero_cpu_float64", "linalg.norm", "float64", "subgradients_at_zero"),
+    ("test_fn_grad_div_floor_rounding_cpu_float64_x_2", "div", "float64", None),  # not device, dtype last: unknown
+])
+def test_op_variant_is_read_from_the_instance_name(name: str, op: str, dtype: str, variant: str | None) -> None:
+    """Capture records keep the OpInfo's name only; the plan's identity needs its variant, as
+    the plugin's, for a config that excludes ``div_floor_rounding`` alone."""
+    record = OpRecord(f"test/test_ops_gradients.py::TestBwdGradientsCPU::{name}", "TestBwdGradients::test_fn_grad",
+                      "captured", device="cpu", dtype=dtype, op=op)
+    assert op_variant(record) == variant
