@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from testcurator.agents.decision import Decision, FileDecision
 from testcurator.config.params import excludes
 from testcurator.memory.capability import ProbeEvidence
-from testcurator.names import split_dtypes
+from testcurator.names import formatted_op, split_dtypes
 from testcurator.vocab import FAILED_EVIDENCE, PASSED_EVIDENCE, op_excluded, op_matches
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class ExecutionRecord:
     @property
     def op_name(self) -> str | None:
         """The op as narrowly as a config names it: a variant as its test does (``div_floor_rounding``)."""
-        return f"{self.op.replace('.', '_')}_{self.op_variant}" if self.op and self.op_variant else self.op
+        return formatted_op(self.op, self.op_variant) if self.op and self.op_variant else self.op
 
     def op_excluded(self, entries: Collection[str]) -> bool:
         """Whether ``exclude_ops`` entries remove this variant (its OpInfo's or its own name), as the plugin does."""

@@ -60,10 +60,14 @@ class TestIdentity:
     @property
     def op_formatted(self) -> str | None:
         """The op as it appears in test names and marks (``nn_functional_relu``)."""
-        if self.op is None:
-            return None
-        base = self.op.replace(".", "_")
-        return f"{base}_{self.op_variant}" if self.op_variant else base
+        return None if self.op is None else formatted_op(self.op, self.op_variant)
+
+
+def formatted_op(op: str, variant: str | None = None) -> str:
+    """An OpInfo (and its variant) as test names spell it: ``div``, ``floor_rounding`` ->
+    ``div_floor_rounding``; ``nn.functional.relu`` -> ``nn_functional_relu``."""
+    base = op.replace(".", "_")
+    return f"{base}_{variant}" if variant else base
 
 
 #: An instance's ``@parametrize`` values: (argument, ``repr`` of the live value), sorted.

@@ -32,7 +32,7 @@ from testcurator.config.apply import decide
 from testcurator.config.resolve import LoadedConfig
 from testcurator.files import atomic_write_text
 from testcurator.memory.opmap import OpRecord
-from testcurator.names import TestIdentity
+from testcurator.names import TestIdentity, formatted_op
 from testcurator.sharding import estimate, file_of
 from testcurator.tiers import TIERS_FILE, tier_key
 from testcurator.vocab import XFAIL_MODES
@@ -97,7 +97,7 @@ def op_variant(record: OpRecord) -> str | None:
     if record.op is None:
         return None
     name = record.nodeid.rpartition("::")[2]
-    head = f"{record.generic.rpartition('::')[2]}_{record.op.replace('.', '_')}_"
+    head = f"{record.generic.rpartition('::')[2]}_{formatted_op(record.op)}_"
     tail = "".join(f"_{part}" for part in (record.device, record.dtype) if part)
     if not (name.startswith(head) and name.endswith(tail)):
         return None
