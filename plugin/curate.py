@@ -222,7 +222,7 @@ class CuratePlugin:
             self.summary = CurateSummary.from_dict(data)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from testcurator.plugin.report import write_summary
+        from testcurator.plugin.summary import write_summary
 
         write_summary(terminalreporter, self.summary)
 

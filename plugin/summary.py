@@ -1,4 +1,6 @@
-"""pytest's failure summary in linear time, in the pytest processes a run starts.
+"""What the plugins print in pytest's terminal summary: the curate plugin's counts
+(:func:`write_summary`), and pytest's failure summary in linear time, in the pytest processes a
+run starts.
 
 pytest (9.2) prints each failure's teardown sections after looking them up by scanning every
 setup and teardown report of the session that passed (``TerminalReporter._get_teardown_reports``):
@@ -31,6 +33,8 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+
+from testcurator.vocab import MODES
 
 PLUGIN_NAME = "testcurator-linear-summary"
 _METHOD = "_get_teardown_reports"
@@ -100,3 +104,34 @@ def register(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin(PLUGIN_NAME):
         config.pluginmanager.register(LinearSummary(), PLUGIN_NAME)
         config.pluginmanager.register(ReportTrim(config), f"{PLUGIN_NAME}-trim")
+
+
+# The curate plugin's section: tests per applied mode, and the stale entries of its config.
+STALE_SHOWN = 20
+
+
+def _order(label: str) -> tuple[int, str]:
+    mode = label.split(" ", 1)[0]
+    return (MODES.index(mode) if mode in MODES else len(MODES), label)
+
+
+def format_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{label} {counts[label]}" for label in sorted(counts, key=_order))
+
+
+def write_summary(terminalreporter: Any, summary: Any) -> None:
+    """Tests per applied mode (overall and per file), then stale config entries per file."""
+    total = sum(summary.modes.values())
+    terminalreporter.section("testcurator", sep="-")
+    terminalreporter.line(f"{total} tests curated: {format_counts(summary.modes)}")
+    if summary.included:
+        terminalreporter.line(f"{summary.included} dtype instances added by edits.dtypes.include")
+    for path in sorted(summary.per_file):
+        terminalreporter.line(f"  {path}: {format_counts(summary.per_file[path])}")
+    stale_total = sum(len(v) for v in summary.stale.values())
+    if stale_total:
+        terminalreporter.line(f"{stale_total} stale config entries (matched no collected test):")
+        for path in sorted(summary.stale):
+            names = summary.stale[path]
+            shown = ", ".join(names[:STALE_SHOWN]) + (f", ... ({len(names) - STALE_SHOWN} more)" if len(names) > STALE_SHOWN else "")
+            terminalreporter.line(f"  {path}: {shown}")
