@@ -195,6 +195,10 @@ TIMEOUT = _opt("--timeout", metavar="SECONDS", min=0,
 MEMORY_LIMIT = _opt("--memory-limit-mb", metavar="MB", min=0,
                     help="Per-test memory: an allocation that would grow the process running a test by more than MB "
                          "fails that test, recorded as memory_limit (Linux; 0: no limit).")
+RECYCLE = _opt("--recycle-mb", metavar="MB", min=0,
+               help="A process that runs tests is replaced by a fresh fork of the collected session once it holds "
+                    "more than MB of its own memory: what thousands of tests leave behind is let go (Linux; 0: tests "
+                    "run in the process that collected them).")
 RETRIES = _opt("--retries", metavar="N", min=0, help="Reruns of failing tests, to tell flaky from consistent failures.")
 EXECUTE = _opt("--execute/--no-execute", help="Run the tests on the device and keep what the results say.")
 RESUME = _opt("--resume", help="Continue the last run from its checkpoint.")
@@ -388,6 +392,7 @@ Level = Annotated[int, LEVEL.make()]
 Workers = Annotated[Optional[int], WORKERS.make()]
 Timeout = Annotated[float, TIMEOUT.make()]
 MemoryLimitMb = Annotated[float, MEMORY_LIMIT.make()]
+RecycleMb = Annotated[float, RECYCLE.make()]
 Retries = Annotated[int, RETRIES.make()]
 Execute = Annotated[bool, EXECUTE.make()]
 Resume = Annotated[bool, RESUME.make()]

@@ -64,6 +64,10 @@ class RunContext:
     memory_limit_mb: float | None = _field(
         "MB of memory one test may add to the process running it (testcurator/memlimit.py); an allocation past it "
         "fails the test as memory_limit. None: no limit.", default=None)
+    recycle_mb: float | None = _field(
+        "MB of its own memory past which a process that runs tests is replaced by a fresh fork of the collected "
+        "session (plugin/cells.py): what thousands of tests leave behind is let go. None: tests run in the process "
+        "that collected them.", default=1024.0)
     retries: int = _field("Reruns of failing tests (flaky vs consistent).", default=1)
     executor: str = _field("Where the heavy steps (CPU op capture, draft execution, verification) run: "
                            "local or ray (runner/shards/executors.py).", default="local")

@@ -48,7 +48,6 @@ plugin calls. Both are idempotent, and this module also defines module-level
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import faulthandler
 import gc
@@ -64,7 +63,7 @@ import pytest
 from testcurator.memlimit import MemoryLimit
 from testcurator.names import params_from
 from testcurator.plugin import summary
-from testcurator.plugin.optionset import first_time
+from testcurator.plugin.optionset import first_time, positive_mb
 from testcurator.vocab import instance_key
 
 PLUGIN_NAME = "testcurator-events"
@@ -79,7 +78,7 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
                     help="write a JSONL event log per test (start before it runs, reports after)")
     group.addoption("--curate-timeout", metavar="SECONDS", type=float, default=None,
                     help="kill the test process with a stack dump when one test runs longer")
-    group.addoption("--curate-memory-limit", metavar="MB", type=_positive_mb, default=None,
+    group.addoption("--curate-memory-limit", metavar="MB", type=positive_mb, default=None,
                     help="fail an allocation that would grow the process by more than MB during one test "
                          "(RLIMIT_DATA, Linux)")
     group.addoption("--curate-settle-skips", action="store_true", default=False,
@@ -318,13 +317,6 @@ class _EventWriter:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.log.close()
-
-
-def _positive_mb(value: str) -> float:
-    mb = float(value)
-    if mb <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of MB, not {value}")
-    return mb
 
 
 class _ControllerEvents:

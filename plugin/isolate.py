@@ -1,4 +1,5 @@
-"""``--curate-isolate DTYPE[,DTYPE...]``: run each test of those dtypes in a forked process.
+"""``--curate-isolate DTYPE[,DTYPE...]``: run each test of those dtypes in a forked process;
+``--curate-recycle MB``: run the others in a cell, replaced once it holds more than MB.
 
 A test that kills its process (a segfault in the backend) takes its pytest process with it:
 under xdist the worker is replaced and the replacement collects the whole selection again
@@ -27,7 +28,7 @@ sends its reports back serialized as xdist sends them (``pytest_report_to_serial
 dicts, pickled into a file of the parent's);
 the parent reports them as its own, so the event log, JUnit XML and an xdist controller see
 an ordinary test. A child that dies leaves a failed ``call`` report whose text starts with
-:data:`DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
+:data:`~testcurator.plugin.cells.DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
 child's faulthandler output. The child dies with its parent (a hung test under the per-test
 timeout: the parent's faulthandler exits it, see events.py). Fixtures a child sets up live
 and end in the child: a class fixture is set up again in the next child or in the parent. A
@@ -42,17 +43,23 @@ include no call of an op the probe saw crash, and those whose calls include one
 201 s of a 777 s run of 12 upstream files, where two thirds of the forked tests made no such
 call; and upstream test_nonzero's int8 instance, of a dtype no crashing call had, killed its
 worker, whose replacement collected the files again.
+
+``--curate-recycle MB``: every test that is not isolated runs in a *cell*, a process the zygote
+forks that runs test after test (plugin/cells.py): the process that collected runs none, and a
+cell that holds more than MB of its own memory after a test runs one more (its last, which
+tears every fixture down) and is replaced by a fresh fork of the collected session at the next.
+What thousands of tests leave behind in a process is let go every so often, and a crash in a
+cell ends one test and costs a fork. Without a zygote (it ended) tests run in this process.
+The processes themselves, and the measurements behind them, are in plugin/cells.py.
 """
 
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import pickle
 import select
-import signal
-import sys
+import shutil
 import tempfile
 import time
 from datetime import timedelta
@@ -62,15 +69,13 @@ from typing import Any
 import pytest
 from _pytest.runner import CallInfo, runtestprotocol
 
-from testcurator.errors import CuratorError
-from testcurator.memlimit import MemoryLimit
 from testcurator.names import split_dtypes
+from testcurator.plugin.cells import Cell, Zygote, ZygoteGone, died, kill, run_child
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
-from testcurator.plugin.optionset import existing_file, first_time
+from testcurator.plugin.optionset import existing_file, first_time, positive_mb
 from testcurator.tiers import tier_key
 
 PLUGIN_NAME = "testcurator-isolate"
-DIED = "testcurator: the forked process running this test died"
 
 
 def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
@@ -88,14 +93,18 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
                     default=None, metavar="FILE",
                     help="with --curate-isolate: the instances FILE names (tier keys, one a line) run in a forked "
                          "process whatever their dtype (they call an op seen to crash)")
+    group.addoption("--curate-recycle", dest="curate_recycle", type=positive_mb, default=None, metavar="MB",
+                    help="run the tests that are not isolated in a process forked from the collected session, "
+                         "replaced by a fresh one once it holds more than MB of its own (plugin/cells.py)")
 
 
 def configure(config: pytest.Config) -> None:
-    dtypes = config.getoption("curate_isolate", None)
-    if not dtypes or not hasattr(os, "fork") or config.pluginmanager.has_plugin(PLUGIN_NAME):
+    dtypes = config.getoption("curate_isolate", None) or frozenset()
+    recycle = config.getoption("curate_recycle", None)
+    if not (dtypes or recycle) or not hasattr(os, "fork") or config.pluginmanager.has_plugin(PLUGIN_NAME):
         return
     known, also = (_keys(config.getoption(name, None)) for name in ("curate_isolate_except", "curate_isolate_also"))
-    config.pluginmanager.register(IsolatePlugin(dtypes, known, also), PLUGIN_NAME)
+    config.pluginmanager.register(IsolatePlugin(dtypes, known, also, recycle), PLUGIN_NAME)
 
 
 def _keys(path: Path | None) -> frozenset[str]:
@@ -104,24 +113,35 @@ def _keys(path: Path | None) -> frozenset[str]:
 
 class IsolatePlugin:
     def __init__(self, dtypes: frozenset[str], known: frozenset[str] = frozenset(),
-                 also: frozenset[str] = frozenset()) -> None:
+                 also: frozenset[str] = frozenset(), recycle_mb: float | None = None) -> None:
         self.dtypes = dtypes
         self.known = known  # tier keys of the instances that run in this process whatever their dtype
         self.also = also  # tier keys of those that are forked whatever their dtype
+        self.recycle_mb = recycle_mb  # the others run in a cell, replaced past this private memory
         self._zygote: Zygote | None = None
         self._index: dict[int, int] = {}  # id(item) -> its place in session.items (the zygote's copy)
+        self._cell: Cell | None = None
+        self._cells = 0  # cells started
+        self._folder: Path | None = None  # the cells' sockets and fault files
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
-        if not session.config.option.collectonly and any(self.wanted(item) for item in session.items):
+        if not session.config.option.collectonly and session.items and \
+                (self.recycle_mb or any(self.wanted(item) for item in session.items)):
             self._index = {id(item): k for k, item in enumerate(session.items)}
+            self._folder = Path(tempfile.mkdtemp(prefix="curate-cells-"))  # short: a socket's path has 108 bytes
             self._zygote = Zygote.start(session.items)
         try:
             return (yield)
         finally:
+            if self._cell is not None:
+                self._cell.close()
+                self._cell = None
             if self._zygote is not None:
                 self._zygote.close()
                 self._zygote = None
+            if self._folder is not None:
+                shutil.rmtree(self._folder, ignore_errors=True)
 
     def wanted(self, item: pytest.Item) -> bool:
         if "all" in self.dtypes:
@@ -135,15 +155,17 @@ class IsolatePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        if not self.wanted(item):
-            return None
+        isolated = self.wanted(item)
+        cell = None if isolated or not self.recycle_mb else self._ready_cell()
+        if not isolated and cell is None:
+            return None  # run here, as pytest runs it
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         timeout = item.config.getoption("curate_timeout", None)
         zygote = self._zygote if self._zygote is not None and self._zygote.alive else None
         where = (zygote, self._index[id(item)], self._index[id(nextitem)] if nextitem is not None else -1) \
             if zygote is not None and id(item) in self._index else None
-        reports = run_forked(item, nextitem, timeout, where)
+        reports = self._in_cell(cell, item, nextitem, timeout) if cell is not None else run_forked(item, nextitem, timeout, where)
         torn = _teardown_to(item, nextitem)
         if torn is not None:  # a fixture of this process failed its teardown: this test's teardown says so
             reports = [r for r in reports if r.when != "teardown" or r.failed] + [torn]
@@ -153,6 +175,39 @@ class IsolatePlugin:
         return True
 
 
+    def _ready_cell(self) -> Cell | None:
+        """The cell that runs the next test: the current one, or a new one forked by the
+        zygote; None when there is no zygote (the test runs in this process)."""
+        if self._cell is None and self._zygote is not None and self._zygote.alive and self._folder is not None:
+            self._cells += 1
+            self._cell = Cell.start(self._zygote, self._folder, self._cells)
+        return self._cell
+
+    def _in_cell(self, cell: Cell, item: pytest.Item, nextitem: pytest.Item | None,
+                 timeout: float | None) -> list[pytest.TestReport]:
+        """The test's reports from the cell, or its death's; a cell past the limit is told that
+        this test is its last, and one that ended is replaced at the next test."""
+        config = item.config
+        faulthandler.cancel_dump_traceback_later()  # the guard is the wait's own timeout (run_forked says why)
+        last = nextitem is None or cell.private_mb > (self.recycle_mb or 0)
+        next_index = self._index[id(nextitem)] if nextitem is not None and id(nextitem) in self._index else -1
+        start = time.time()
+        data = cell.run(self._index[id(item)], next_index, last, timeout)
+        if data is not None:
+            if last:
+                cell.close()
+                self._cell = None
+            return [config.hook.pytest_report_from_serializable(config=config, data=d) for d in data]
+        self._cell = None
+        try:
+            status, text = cell.ended()
+        except ZygoteGone:  # it died with the zygote, not of the test: run it here
+            return runtestprotocol(item, log=False, nextitem=nextitem)
+        if status is None:  # it hung: the same words as the guard's, for the same outcome
+            text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
+        return [died(item, status, text, start, time.time())]
+
+
 def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.TestReport | None:
     """Tear this process's fixtures down to ``nextitem``'s, as pytest's own teardown phase
     would have; a failed teardown report, or None."""
@@ -160,109 +215,6 @@ def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.Test
     if call.excinfo is None:
         return None
     return pytest.TestReport.from_item_and_call(item, call)
-
-
-class ZygoteGone(CuratorError):
-    """The zygote ended while a child of its ran (a process of this plugin's, not a test
-    result): caught in :func:`run_forked`, which runs the test again."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(f"the zygote (pid {pid}) that forks isolated tests ended")
-        self.pid = pid
-
-
-class Zygote:
-    """A process forked before the first test, that forks each isolated test's child and
-    reaps it: requests (JSON lines) in one pipe, the child's pid and wait status out of another."""
-
-    def __init__(self, pid: int, requests: int, replies: int) -> None:
-        self.pid, self._requests, self._replies = pid, requests, replies
-        self._buffer = b""
-        self.alive = True
-
-    @classmethod
-    def start(cls, items: list[pytest.Item]) -> Zygote:
-        requests_r, requests_w = os.pipe()
-        replies_r, replies_w = os.pipe()
-        faulthandler.cancel_dump_traceback_later()  # its watchdog thread would not survive the fork
-        pid = os.fork()
-        if pid == 0:  # the zygote: never returns
-            os.close(requests_w)
-            os.close(replies_r)
-            _serve(items, requests_r, replies_w)
-        os.close(requests_r)
-        os.close(replies_w)
-        return cls(pid, requests_w, replies_r)
-
-    def spawn(self, index: int, next_index: int, out: Path, fault: Path) -> int | None:
-        """The pid of the child now running ``items[index]``; None (and the zygote counts as
-        gone) when the zygote does not answer."""
-        request = json.dumps({"item": index, "next": next_index, "out": str(out), "fault": str(fault)})
-        try:
-            os.write(self._requests, (request + "\n").encode())
-            line = self._line(None)
-        except OSError:
-            line = None
-        if line is None:
-            self.alive = False
-            return None
-        return int(line)
-
-    def wait(self, pid: int, timeout: float | None) -> int | None:
-        """The child's wait status; None when it outlived ``timeout`` (then it was killed:
-        first SIGABRT, so that its faulthandler writes where it was). ZygoteGone when the
-        zygote ended first: the child died with it (its death signal), status unknown."""
-        line = self._line(timeout or None)
-        if line is None and self.alive:
-            _kill(pid)
-            self._line(None)  # the zygote reaps it
-            return None
-        if line is None:
-            raise ZygoteGone(self.pid)
-        return int(line)
-
-    def _line(self, timeout: float | None) -> str | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and (left <= 0 or not select.select([self._replies], [], [], left)[0]):
-                return None
-            chunk = os.read(self._replies, 4096)
-            if not chunk:  # the zygote is gone
-                self.alive = False
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode()
-
-    def close(self) -> None:
-        for fd in (self._requests, self._replies):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            os.waitpid(self.pid, 0)  # it ends at the end of its requests
-        except ChildProcessError:
-            pass
-
-
-def _serve(items: list[pytest.Item], requests: int, replies: int) -> None:
-    """The zygote's loop: fork a child per request, say its pid, reap it, say its status."""
-    try:
-        _die_with_parent()
-        with os.fdopen(requests, "r", encoding="utf-8") as lines:
-            for line in lines:
-                req = json.loads(line)
-                pid = os.fork()
-                if pid == 0:
-                    item = items[req["item"]]
-                    nextitem = items[req["next"]] if req["next"] >= 0 else None
-                    _child(item, nextitem, Path(req["out"]), Path(req["fault"]))
-                os.write(replies, f"{pid}\n".encode())
-                os.write(replies, f"{os.waitpid(pid, 0)[1]}\n".encode())
-    finally:
-        os._exit(0)  # nothing of pytest's: the parent owns the session
 
 
 def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float | None,
@@ -294,7 +246,7 @@ def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float |
         text = fault.read_text(encoding="utf-8", errors="replace") if fault.exists() else ""
         if status is None:  # it hung: the same words as the guard's, for the same outcome
             text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
-        return [*[r for r in reports if r.when == "setup" and r.passed], _died(item, status, text, start, stop)]
+        return [*[r for r in reports if r.when == "setup" and r.passed], died(item, status, text, start, stop)]
 
 
 def _through(zygote: tuple[Zygote, int, int], out: Path, fault: Path, timeout: float | None) -> int | None:
@@ -311,7 +263,7 @@ def _fork_here(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault
     """The wait status of the test's child forked from this process (None: timed out)."""
     pid = os.fork()
     if pid == 0:  # the child: never returns
-        _child(item, nextitem, out, fault)
+        run_child(item, nextitem, out, fault)
     return _wait(pid, timeout)
 
 
@@ -337,70 +289,8 @@ def _wait(pid: int, timeout: float | None) -> int | None:
             if done:
                 return status
             time.sleep(0.005)
-    _kill(pid)
+    kill(pid)
     os.waitpid(pid, 0)
     return None
 
 
-def _kill(pid: int) -> None:
-    """SIGABRT first, so that a hung child's faulthandler writes where it was; then SIGKILL."""
-    try:
-        os.kill(pid, signal.SIGABRT)
-        time.sleep(1.0)
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault: Path) -> None:
-    code = 1
-    try:
-        _die_with_parent()
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            # Nor does the intra-op thread pool: a parallel op in a child of a process that used
-            # the pool waits for its threads forever (OpenReg's test_trunc_normal hung; a CPU
-            # matmul of 2000x2000 too). One thread: the op runs inline.
-            torch.set_num_threads(1)
-        # Its own file: the parent's fault file is read by the runner for the parent's deaths.
-        handle = fault.open("w", encoding="utf-8")
-        faulthandler.enable(file=handle, all_threads=True)
-        if limit := item.config.getoption("curate_memory_limit", None):
-            MemoryLimit(limit).arm()  # the zygote it was forked from holds none (plugin/events.py arms the parent)
-        reports = runtestprotocol(item, log=False, nextitem=nextitem)
-        config = item.config
-        # Plain dicts, as xdist sends them; pickled, so a skip's (path, line, reason) stays a tuple.
-        data = [config.hook.pytest_report_to_serializable(config=config, report=report) for report in reports]
-        out.write_bytes(pickle.dumps(data))
-        code = 0
-    except BaseException:  # a report could not be made: the parent reports the child's end
-        import traceback
-
-        traceback.print_exc(file=sys.__stderr__)
-    finally:
-        os._exit(code)  # no atexit, no session teardown, nothing sent to an xdist controller
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _died(item: pytest.Item, status: int | None, fault: str, start: float, stop: float) -> pytest.TestReport:
-    if status is None:
-        how = "killed after the per-test timeout"
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        how = f"signal {signal.Signals(sig).name}" if sig in signal.valid_signals() else f"signal {sig}"
-    else:
-        how = f"exit code {os.WEXITSTATUS(status)}, no report"
-    text = f"{DIED} ({how}) while running {item.nodeid}\n{fault}".rstrip()
-    return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed", text, "call",
-                             duration=stop - start, start=start, stop=stop, user_properties=list(item.user_properties))
-
-
-def report_died(longrepr: Any) -> bool:
-    """Whether a report's text is a dead child's (the runner's crash, not a test failure)."""
-    return isinstance(longrepr, str) and longrepr.startswith(DIED)

@@ -1,5 +1,5 @@
 """What the option extensions (``events.py``, ``tiers.py``, ``shard.py``, ``labels.py``,
-``only.py``) share when they add their options to the ``curate`` group."""
+``only.py``, ``isolate.py``) share when they add their options to the ``curate`` group."""
 
 from __future__ import annotations
 
@@ -30,3 +30,11 @@ def existing_file(what: str) -> Callable[[str], Path]:
         return path
 
     return check
+
+
+def positive_mb(value: str) -> float:
+    """An option type: a positive number of MB, else a usage error at parse time."""
+    mb = float(value)
+    if mb <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of MB, not {value}")
+    return mb

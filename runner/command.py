@@ -36,6 +36,9 @@ class RunSpec:
     workers: int = 1
     timeout: float | None = 300.0
     memory_limit_mb: float | None = None  # --curate-memory-limit: what one test may add to its process
+    # --curate-recycle: tests run in a process forked from the collected session, replaced once
+    # it holds more than this (plugin/cells.py); None: in the process that collected them
+    recycle_mb: float | None = None
     retries: int = 1
     rootdir: Path | None = None
     extra_args: tuple[str, ...] = ()
@@ -208,6 +211,8 @@ def pytest_command(
         cmd += ["--curate-timeout", str(spec.timeout)]
     if spec.memory_limit_mb:
         cmd += ["--curate-memory-limit", f"{spec.memory_limit_mb:g}"]
+    if spec.recycle_mb:
+        cmd += ["--curate-recycle", f"{spec.recycle_mb:g}"]
     if spec.config is not None:
         # The config's skips are settled at collection: the runner's JUnit XML is written from
         # the event log, where they are recorded (plugin/events.py).

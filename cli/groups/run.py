@@ -12,7 +12,7 @@ from rich.console import Console
 from testcurator.cli.commands import command, invocation
 from testcurator.cli.paths import removing_if_created
 from testcurator.cli.options import (AcceptRegressions, BackendReq, Brain, CaptureAll, CaptureBudget, CaptureOps, Embed, Execute,
-                                     ExecutorName, KeepRuns, LlmBaseUrl, LlmBudget, LlmModel, MemoryLimitMb, OutDirReq, Probe,
+                                     ExecutorName, KeepRuns, LlmBaseUrl, LlmBudget, LlmModel, MemoryLimitMb, OutDirReq, RecycleMb, Probe,
                                      Resume, Retries, ReuseWithin, Shards, StateDir, Timeout, TorchRootReq, Wait,
                                      Workers)
 from testcurator.memory.paths import resolve_state_dir
@@ -29,6 +29,7 @@ def run_cmd(
     workers: Workers = 1,
     timeout: Timeout = 300.0,
     memory_limit_mb: MemoryLimitMb = 0.0,
+    recycle_mb: RecycleMb = 1024.0,
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
@@ -65,7 +66,7 @@ def run_cmd(
     console = Console(highlight=False, soft_wrap=True)  # node ids and paths are never wrapped
     settings = dict(brain=brain, llm_base_url=llm_base_url, llm_model=llm_model, llm_budget_s=llm_budget_s,
                     execute=execute, resume=resume, workers=workers or 1, timeout=timeout,
-                    memory_limit_mb=memory_limit_mb or None, retries=retries, embed=embed,
+                    memory_limit_mb=memory_limit_mb or None, recycle_mb=recycle_mb or None, retries=retries, embed=embed,
                     capture_ops=capture_ops, probe=probe, capture_budget_s=capture_budget_s, capture_all=capture_all,
                     executor=executor,
                     shards=shards, accept_regressions=accept_regressions, history_keep=keep_runs,

@@ -106,7 +106,7 @@ def run_suite(ctx: RunContext, store: RunStore, config: Path, out: str, retries:
         known, also = isolate.write(store.path(out))
         spec = RunSpec(out_dir=store.path(out), config=config, torch_root=ctx.torch_root, device=ctx.device,
                        backend=ctx.profile.backend_module, workers=ctx.workers, timeout=ctx.timeout,
-                       memory_limit_mb=ctx.memory_limit_mb, retries=retries,
+                       memory_limit_mb=ctx.memory_limit_mb, recycle_mb=ctx.recycle_mb, retries=retries,
                        env=tuple(sorted(ctx.backend_env().items())), unrelated_plugins_off=True, extra_args=keep,
                        settled=settled, isolate=isolate.dtypes, isolate_except=known, isolate_also=also)
         with DurationStore(ctx.state_dir) as durations:

@@ -41,7 +41,7 @@ def _draft_key(ctx: RunContext, store: RunStore, now: RunIdentity) -> dict[str, 
     return {"backend": now.backend_digest, "torch": now.torch_version, "upstream": now.upstream_revision,
             "testcurator": __version__, "draft_config": config_digest(store.path("exec_config")),
             "device": ctx.device, "retries": ctx.retries, "timeout": ctx.timeout,
-            "memory_limit_mb": ctx.memory_limit_mb}
+            "memory_limit_mb": ctx.memory_limit_mb, "recycle_mb": ctx.recycle_mb}
 
 
 def reuse_draft(ctx: RunContext, store: RunStore) -> str | None:

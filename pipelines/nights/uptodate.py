@@ -35,7 +35,7 @@ DEFAULT_REUSE_WITHIN_S = 12 * 3600.0
 # The settings a run's outcome depends on (RunContext's fields); paths, progress and the
 # resume flag are not among them, and --out and the state directory select the history.
 _SETTINGS = ("execute", "capture_ops", "capture_budget_s", "capture_all", "probe", "embed", "workers", "timeout",
-             "memory_limit_mb", "retries", "executor", "shards", "accept_regressions")
+             "memory_limit_mb", "recycle_mb", "retries", "executor", "shards", "accept_regressions")
 
 
 _PACKAGES = ("", ".agents", ".cli", ".config", ".memory", ".pipelines", ".plugin", ".prompts", ".runner")
