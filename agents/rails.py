@@ -96,17 +96,28 @@ def check_edits(decisions: Sequence[Decision], requests: Sequence[BucketRequest 
     is not parametrized over (``validate --level 2`` rejects an edit that never applies).
     The offline brain derives its exclusions from these same lists; a model may invent them."""
     out = []
+    request_of = {r.test: r for r in requests}
     for decision, base in _with_base(decisions, requests):
         dtypes = [d for d in decision.exclude_dtypes if d not in base.dtypes]
         if dtypes:
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_dtypes {', '.join(dtypes)}: the test's dtypes are "
                                      f"{', '.join(base.dtypes) or 'none (not parametrized by dtype)'}"))
-        ops = [o for o in decision.exclude_ops if not _names_op_of(o, base.ops, base.dtypes)]
+        ops = [o for o in decision.exclude_ops if not _names_op_of(o, _op_names(base, request_of[decision.test]), base.dtypes)]
         if ops:
             at = f" and its dtypes {', '.join(base.dtypes) or 'none'}" if any(split_op_at(o)[1] for o in ops) else ""
             out.append(RailViolation(decision.test, BAD_EDIT, f"exclude_ops {', '.join(ops)}: the test's OpInfo ops are "
                                      f"{', '.join(base.ops) or 'none (not an @ops test)'}{at}"))
     return out
+
+
+def _op_names(base: BucketRequest, request: BucketRequest | RefineRequest) -> tuple[str, ...]:
+    """The names an exclusion may give the test's ops: its OpInfos', and the variants its
+    execution records name as its instances do (``div_floor_rounding``: refine excludes one
+    OpInfo variant alone, as the config and the plugin can)."""
+    if not isinstance(request, RefineRequest):
+        return base.ops
+    variants = {name for r in request.executions if (name := r.op_name) and name != r.op}
+    return (*base.ops, *sorted(variants))
 
 
 def _names_op_of(entry: str, ops: Sequence[str], dtypes: Sequence[str]) -> bool:

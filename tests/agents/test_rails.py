@@ -211,3 +211,19 @@ def test_an_op_excluded_at_a_dtype_names_the_tests_own_op_and_dtype(ops: tuple[s
     request = BucketRequest("TestA::test_ops", "test_a.py", "h2", ops=("add", "mul"), dtypes=("float32", "complex64"))
     found = rails.check_edits([dec("TestA::test_ops", exclude_ops=ops)], [request])
     assert [v.rule for v in found] == ([rails.BAD_EDIT] if bad else [])
+
+
+@pytest.mark.parametrize(("ops", "bad"), [
+    (("div_floor_rounding",), False),  # a variant the test's records ran, as its instances name it
+    (("div_floor_rounding@float32",), False),
+    (("div_trunc_rounding",), True),  # a variant no record of this test names
+])
+def test_a_refine_exclusion_may_name_one_variant_its_records_ran(ops: tuple[str, ...], bad: bool) -> None:
+    base = BucketRequest("TestA::test_ops", "test_a.py", "h3", ops=("div",), dtypes=("float32",))
+    records = (ExecutionRecord("test_ops_div_floor_rounding_dev_float32", ("failed",), dtype="float32", op="div",
+                               op_variant="floor_rounding"),
+               ExecutionRecord("test_ops_div_no_rounding_mode_dev_float32", ("passed",), dtype="float32", op="div"))
+    found = rails.check_edits([dec("TestA::test_ops", exclude_ops=ops)], [RefineRequest(base, None, records)])
+    assert [v.rule for v in found] == ([rails.BAD_EDIT] if bad else [])
+    # a bucket decision has no records: a variant name is not the test's op there
+    assert [v.rule for v in rails.check_edits([dec("TestA::test_ops", exclude_ops=ops)], [base])] == [rails.BAD_EDIT]
