@@ -82,6 +82,7 @@ class Held:
     device: bool  # held back by the device (else by a preference, a decorator, the test itself)
     hits: tuple[Hit, ...] = ()
     why: str = ""
+    op_variant: str | None = None  # the OpInfo's variant (floor_rounding of div)
 
     @property
     def gaps(self) -> frozenset[GapId]:
@@ -220,8 +221,8 @@ def attribute(src: RunSources) -> list[Held]:
             continue
         test = TestKey.of(TestKey.parse(rec.nodeid).file, rec.generic or "")
         dec = src.decisions.get(test)
-        base = dict(key=record_key(rec), test=test, dtype=rec.dtype, op=rec.op, module=rec.module,
-                    outcome=rec.outcome, skip_text=_first_line(rec.failure_text) if rec.outcome == "skipped" else "")
+        base = dict(key=record_key(rec), test=test, dtype=rec.dtype, op=rec.op, op_variant=rec.op_variant,
+                    module=rec.module, outcome=rec.outcome, skip_text=_first_line(rec.failure_text) if rec.outcome == "skipped" else "")
         not_device = _not_device(rec, dec, src.device, src.executed)
         if not_device is not None:
             out.append(Held(**base, device=False, why=not_device))

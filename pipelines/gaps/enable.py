@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from testcurator.pipelines.gaps.attribute import FEATURE, OP, GapId, Held
+from testcurator.names import formatted_op
 from testcurator.vocab import TestKey, op_key
 
 # How enable-op reads the ops a reason names (pipelines/enable_op/workflow.py: base names).
@@ -34,8 +35,16 @@ class Route:
 
 
 def _opinfos(gap: GapId, helds: Sequence[Held]) -> set[str]:
-    """The OpInfo ops the configs cut from a test for ``gap`` alone."""
-    return {h.op for h in helds if h.op and h.gaps == {gap} and h.skip_text.startswith(f"Skipped: op {h.op} excluded")}
+    """The OpInfo ops the configs cut from a test for ``gap`` alone, the whole OpInfo or one
+    variant of it (``op div_floor_rounding excluded``: routed to its OpInfo, ``div``)."""
+    return {h.op for h in helds if h.op and h.gaps == {gap} and any(
+        h.skip_text.startswith(f"Skipped: op {name} excluded") for name in _names(h))}
+
+
+def _names(held: Held) -> tuple[str, ...]:
+    """What a config's exclusion calls the held instance's op: its OpInfo, or its variant as its test does."""
+    op = held.op or ""
+    return (op, formatted_op(op, held.op_variant)) if held.op_variant else (op,)
 
 
 def route(gap: GapId, alone: Sequence[TestKey], helds: Mapping[TestKey, Sequence[Held]], whole: Mapping[TestKey, str],
