@@ -36,6 +36,7 @@ their parent (``PR_SET_PDEATHSIG``), which dies with the pytest process. Linux o
 from __future__ import annotations
 
 import faulthandler
+import gc
 import json
 import os
 import pickle
@@ -84,6 +85,10 @@ class Zygote:
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
         faulthandler.cancel_dump_traceback_later()  # its watchdog thread would not survive the fork
+        # The collected session's objects move to the collector's permanent generation: a
+        # collection in the worker, the zygote or a cell would otherwise walk them and write to
+        # their pages, which the fork shares until one of them writes (copy on write).
+        gc.freeze()
         pid = os.fork()
         if pid == 0:  # the zygote: never returns
             os.close(requests_w)
