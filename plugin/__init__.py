@@ -9,7 +9,7 @@ summary in linear time in the processes a run starts, and the curate plugin's co
 ``collect.py`` (writes collected items for ``runner/collect.py``); the option extensions
 ``shard.py``, ``labels.py``, ``tiers.py``, ``only.py`` (``--curate-only``), ``isolate.py``
 (``--curate-isolate``, ``--curate-recycle``: tests in processes forked from the collected
-session, ``cells.py``) and what they share, ``optionset.py``; a
+session, the ``forks`` package) and what they share, ``optionset.py``; a
 collected item's identity, which they all select or record by, ``identity.py``.
 
 Layer: above config. May import ``testcurator.config`` and the core modules only, so a

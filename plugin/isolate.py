@@ -28,7 +28,7 @@ sends its reports back serialized as xdist sends them (``pytest_report_to_serial
 dicts, pickled into a file of the parent's);
 the parent reports them as its own, so the event log, JUnit XML and an xdist controller see
 an ordinary test. A child that dies leaves a failed ``call`` report whose text starts with
-:data:`~testcurator.plugin.cells.DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
+:data:`~testcurator.plugin.forks.handles.DIED` (the runner records it as ``crashed``, runner/eventlog.py) and carries the
 child's faulthandler output. The child dies with its parent (a hung test under the per-test
 timeout: the parent's faulthandler exits it, see events.py). Fixtures a child sets up live
 and end in the child: a class fixture is set up again in the next child or in the parent. A
@@ -45,12 +45,12 @@ call; and upstream test_nonzero's int8 instance, of a dtype no crashing call had
 worker, whose replacement collected the files again.
 
 ``--curate-recycle MB``: every test that is not isolated runs in a *cell*, a process the zygote
-forks that runs test after test (plugin/cells.py): the process that collected runs none, and a
+forks that runs test after test (plugin/forks/): the process that collected runs none, and a
 cell that holds more than MB of its own memory after a test runs one more (its last, which
 tears every fixture down) and is replaced by a fresh fork of the collected session at the next.
 What thousands of tests leave behind in a process is let go every so often, and a crash in a
 cell ends one test and costs a fork. Without a zygote (it ended) tests run in this process.
-The processes themselves, and the measurements behind them, are in plugin/cells.py.
+The processes themselves, and the measurements behind them, are in plugin/forks/.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ import pytest
 from _pytest.runner import CallInfo, runtestprotocol
 
 from testcurator.names import split_dtypes
-from testcurator.plugin.cells import Cell, Zygote, ZygoteGone, died, kill, run_child
+from testcurator.plugin.forks.handles import Cell, Zygote, ZygoteGone, died, kill
+from testcurator.plugin.forks.serve import run_child
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 from testcurator.plugin.optionset import existing_file, first_time, positive_mb
 from testcurator.tiers import tier_key
@@ -95,7 +96,7 @@ def add_options(group: pytest.OptionGroup, parser: pytest.Parser) -> None:
                          "process whatever their dtype (they call an op seen to crash)")
     group.addoption("--curate-recycle", dest="curate_recycle", type=positive_mb, default=None, metavar="MB",
                     help="run the tests that are not isolated in a process forked from the collected session, "
-                         "replaced by a fresh one once it holds more than MB of its own (plugin/cells.py)")
+                         "replaced by a fresh one once it holds more than MB of its own (plugin/forks/)")
 
 
 def configure(config: pytest.Config) -> None:

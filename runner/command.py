@@ -37,7 +37,7 @@ class RunSpec:
     timeout: float | None = 300.0
     memory_limit_mb: float | None = None  # --curate-memory-limit: what one test may add to its process
     # --curate-recycle: tests run in a process forked from the collected session, replaced once
-    # it holds more than this (plugin/cells.py); None: in the process that collected them
+    # it holds more than this (plugin/forks/); None: in the process that collected them
     recycle_mb: float | None = None
     retries: int = 1
     rootdir: Path | None = None

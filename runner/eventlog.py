@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from testcurator.names import params_from, parse_name
-from testcurator.plugin.cells import report_died
+from testcurator.plugin.forks.handles import report_died
 from testcurator.runner.results.classify import classify
 from testcurator.runner.results.records import TestRecord, truncate
 from testcurator.vocab import FAILING, TestKey, instance_key
@@ -214,7 +214,7 @@ def _subtests_outcome(subtests: list[dict[str, Any]]) -> tuple[str, str | None] 
 
 def record_from_reports(state: _TestState) -> TestRecord:
     outcome, text = _phase_outcome(state.reports)
-    if outcome == "failed" and report_died(text):  # its forked child or cell died (plugin/cells.py)
+    if outcome == "failed" and report_died(text):  # its forked child or cell died (plugin/forks/)
         outcome = "crashed"
     duration = sum(float(r.get("duration") or 0.0) for r in state.reports)
     failure_class = evidence = None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testcurator.plugin.cells import DIED
+from testcurator.plugin.forks.handles import DIED
 from testcurator.runner.command import RunSpec
 from testcurator.runner.execute import execute
 
