@@ -175,13 +175,15 @@ class IsolatePlugin:
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
-
     def _ready_cell(self) -> Cell | None:
         """The cell that runs the next test: the current one, or a new one forked by the
-        zygote; None when there is no zygote (the test runs in this process)."""
+        zygote; None when there is no zygote, or a cell could not be started (this and every
+        later test runs in this process: a cell that does not connect costs a minute's wait)."""
         if self._cell is None and self._zygote is not None and self._zygote.alive and self._folder is not None:
             self._cells += 1
             self._cell = Cell.start(self._zygote, self._folder, self._cells)
+            if self._cell is None:
+                self.recycle_mb = None
         return self._cell
 
     def _in_cell(self, cell: Cell, item: pytest.Item, nextitem: pytest.Item | None,
