@@ -94,12 +94,20 @@ def run(tree: Path, files: list[str], extra: list[str], junit: Path) -> Figures:
 
 def outcomes(junit: Path) -> dict[str, int]:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for outcome in per_test(junit).values():
+        counts[outcome] += 1
+    return counts
+
+
+def per_test(junit: Path) -> dict[str, str]:
+    """Each test's outcome in a JUnit XML (passed, failed or skipped)."""
+    out: dict[str, str] = {}
     if not junit.exists():
-        return counts
+        return out
     for case in ET.parse(junit).getroot().iter("testcase"):
         kind = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
-        counts["failed" if kind in ("failure", "error") else kind] += 1
-    return counts
+        out[f"{case.get('classname')}::{case.get('name')}"] = "failed" if kind in ("failure", "error") else kind
+    return out
 
 
 def main() -> None:
@@ -114,11 +122,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plain = run(args.tree, args.files, common, Path(tmp, "plain.xml"))
         cells = run(args.tree, args.files, [*common, "--curate-recycle", f"{args.recycle_mb:g}"], Path(tmp, "cells.xml"))
+        before, after = per_test(Path(tmp, "plain.xml")), per_test(Path(tmp, "cells.xml"))
+        differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
     print(f"{'':28}{'wall s':>10}{'peak PSS MB':>14}{'largest MB':>12}  outcomes")
     for name, fig in (("plain (tests in the workers)", plain), (f"cells (--curate-recycle {args.recycle_mb:g})", cells)):
         print(f"{name:28}{fig.wall_s:10.1f}{fig.peak_mb:14.0f}{fig.largest_mb:12.0f}  {fig.outcomes}")
     print(f"cells/plain: wall {cells.wall_s / plain.wall_s:.2f}x, peak PSS {cells.peak_mb / plain.peak_mb:.2f}x, "
-          f"largest process {cells.largest_mb / plain.largest_mb:.2f}x; same outcomes: {cells.outcomes == plain.outcomes}")
+          f"largest process {cells.largest_mb / plain.largest_mb:.2f}x; tests whose outcome differs: {len(differ)}")
+    for test in differ:
+        print(f"  {test}: plain {before.get(test, 'not run')}, cells {after.get(test, 'not run')}")
 
 
 if __name__ == "__main__":
