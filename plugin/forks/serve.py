@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _pytest.runner import runtestprotocol
+from _pytest.runner import CallInfo, runtestprotocol
 
 from testcurator.memlimit import MemoryLimit
 
@@ -83,6 +83,10 @@ def run_cell(items: list[pytest.Item], path: Path, fault: Path) -> None:
         while (request := receive(conn, None)) is not None:
             item = items[request["item"]]
             nextitem = items[request["next"]] if request["next"] >= 0 and not request["last"] else None
+            # The tests since this cell's last ran elsewhere (isolated, in forks): its fixtures
+            # were torn down to the next of those, so tear them down to this one's, else its
+            # setup finds them ("previous item was not torn down properly").
+            torn = CallInfo.from_call(lambda: item.session._setupstate.teardown_exact(item), when="teardown")
             memory = _limit(config)
             if memory is not None:
                 memory.arm()
@@ -91,6 +95,8 @@ def run_cell(items: list[pytest.Item], path: Path, fault: Path) -> None:
             finally:
                 if memory is not None:
                     memory.disarm()
+            if torn.excinfo is not None:  # a fixture of an earlier test failed its teardown: this test's says so
+                reports = [r for r in reports if r.when != "teardown"] + [pytest.TestReport.from_item_and_call(item, torn)]
             now, grown = time.monotonic(), resident_mb() - resident
             if request["last"] or now - measured >= MEASURE_EVERY or grown >= GROWN_MB:
                 measured, held, resident = now, private_mb(), resident + grown

@@ -136,3 +136,36 @@ def test_the_runner_records_a_cell_crash_under_xdist_and_isolation_beside_it(tmp
     assert Counter(outcome for outcome, _ in got.values()) == Counter(passed=11, crashed=1)
     assert len(result.invocations) == 1  # no worker died: no second pytest for the rest
     assert all(line[2] == "0" for line in _log(tmp_path) if line[0] == "test")
+
+
+# An isolated test between two of a cell's: the cell's class fixture, set up for the test before
+# and kept for the next (the isolated one, of the same class), must be torn down before a test
+# of the next class runs in the cell (OpenReg's corpus draft: "previous item was not torn down
+# properly", a false failure, then a flaky pass on retry).
+BETWEEN = """\
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestFirst(TestCase):
+    @dtypes(torch.float32, torch.float64)
+    def test_a(self, device, dtype):
+        pass
+
+
+class TestSecond(TestCase):
+    def test_b(self, device):
+        pass
+
+
+instantiate_device_type_tests(TestFirst, globals(), only_for="cpu")
+instantiate_device_type_tests(TestSecond, globals(), only_for="cpu")
+"""
+
+
+def test_a_cell_tears_down_what_an_isolated_test_between_its_tests_kept(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_between=BETWEEN)
+    result = pytester.runpytest_subprocess(*QUIET, "--curate-recycle=1024", "--curate-isolate=float64", "-rf")
+    result.assert_outcomes(passed=3)
+    assert "not torn down" not in result.stdout.str()
