@@ -67,7 +67,7 @@ class RunContext:
     recycle_mb: float | None = _field(
         "MB of its own memory past which a process that runs tests is replaced by a fresh fork of the collected "
         "session (plugin/forks/): what thousands of tests leave behind is let go. None: tests run in the process "
-        "that collected them.", default=1024.0)
+        "that collected them (the default: opt in with run --recycle-mb).", default=None)
     retries: int = _field("Reruns of failing tests (flaky vs consistent).", default=1)
     executor: str = _field("Where the heavy steps (CPU op capture, draft execution, verification) run: "
                            "local or ray (runner/shards/executors.py).", default="local")

@@ -29,7 +29,7 @@ def run_cmd(
     workers: Workers = 1,
     timeout: Timeout = 300.0,
     memory_limit_mb: MemoryLimitMb = 0.0,
-    recycle_mb: RecycleMb = 1024.0,
+    recycle_mb: RecycleMb = 0.0,
     retries: Retries = 1,
     embed: Embed = True,
     capture_ops: CaptureOps = True,
