@@ -62,7 +62,6 @@ import select
 import shutil
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -206,9 +205,7 @@ class IsolatePlugin:
             status, text = cell.ended()
         except ZygoteGone:  # it died with the zygote, not of the test: run it here
             return runtestprotocol(item, log=False, nextitem=nextitem)
-        if status is None:  # it hung: the same words as the guard's, for the same outcome
-            text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
-        return [died(item, status, text, start, time.time())]
+        return [died(item, status, text, start, time.time(), timeout)]
 
 
 def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.TestReport | None:
@@ -247,9 +244,7 @@ def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float |
         if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and any(r.when == "teardown" for r in reports):
             return reports
         text = fault.read_text(encoding="utf-8", errors="replace") if fault.exists() else ""
-        if status is None:  # it hung: the same words as the guard's, for the same outcome
-            text = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{text}"
-        return [*[r for r in reports if r.when == "setup" and r.passed], died(item, status, text, start, stop)]
+        return [*[r for r in reports if r.when == "setup" and r.passed], died(item, status, text, start, stop, timeout)]
 
 
 def _through(zygote: tuple[Zygote, int, int], out: Path, fault: Path, timeout: float | None) -> int | None:

@@ -12,6 +12,7 @@ import select
 import signal
 import socket
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +203,13 @@ def kill(pid: int) -> None:
         pass
 
 
-def died(item: pytest.Item, status: int | None, fault: str, start: float, stop: float) -> pytest.TestReport:
-    """A failed call report for a test whose process died (None: killed after the timeout)."""
+def died(item: pytest.Item, status: int | None, fault: str, start: float, stop: float,
+         timeout: float | None) -> pytest.TestReport:
+    """A failed call report for a test whose process died (None: killed after ``timeout``;
+    then the text starts as the hang guard's does, for the same outcome, ``timeout``)."""
     if status is None:
         how = "killed after the per-test timeout"
+        fault = f"Timeout ({timedelta(seconds=int(timeout or 0))})!\n{fault}"
     elif os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         how = f"signal {signal.Signals(sig).name}" if sig in signal.valid_signals() else f"signal {sig}"
