@@ -220,6 +220,13 @@ class ExecutionRecord:
         return bool(self.outcomes) and all(o in FAILED_EVIDENCE for o in self.outcomes)
 
     @property
+    def expected_failure(self) -> bool:
+        """Every attempt xfailed: upstream's own expected failure. The draft runs every test as
+        mandatory_success, where an xfail stays green and an unexpected pass fails."""
+        outcomes = [o for o in self.outcomes if o != "skipped"]
+        return bool(outcomes) and all(o == "xfailed" for o in outcomes)
+
+    @property
     def consistently_passed(self) -> bool:
         return bool(self.outcomes) and all(o in PASSED_EVIDENCE for o in self.outcomes)
 

@@ -37,7 +37,13 @@ class Variant:
         head = f"{self.rec.variant}: {'/'.join(self.rec.outcomes)}"
         return head if self.status in ("passed", "skipped") else f"{head} [{self.cls()}] {quote(self.rec.message, 120)}"
 
+    @property
+    def expected(self) -> bool:
+        return self.status == "failed" and self.rec.expected_failure
+
     def verb(self) -> str:
+        if self.expected:
+            return "xfailed on every attempt (upstream expects it to fail)"
         if not self.hard:
             return "failed on every attempt"
         return "timed out" if self.cls() == "timeout" or "timeout" in self.rec.outcomes else "crashed"
@@ -149,6 +155,7 @@ class Outcome:
     unexplained: list[Variant]
     remaining: list[Variant]
     params: dict[tuple[str, str], str] = field(default_factory=dict)  # (argument, repr) -> name=value
+    expected: list[Variant] = field(default_factory=list)  # upstream's expected failures beside passes, kept
 
     def exclusion_clause(self, *, cpu_note: bool = True) -> str:
         if not (self.dtypes or self.ops or self.modules or self.params):
@@ -174,7 +181,7 @@ class Outcome:
                 or any(p in self.params for p in v.rec.params))
 
     def evidence(self) -> tuple[str, ...]:
-        shown = sorted(self.usable + self.infra, key=lambda v: (v.status == "passed", v.rec.variant))
+        shown = sorted(self.usable + self.infra + self.expected, key=lambda v: (v.status == "passed", v.rec.variant))
         lines = [v.line() for v in shown[:MAX_EVIDENCE]]
         if len(shown) > MAX_EVIDENCE:
             lines.append(f"... {len(shown) - MAX_EVIDENCE} more variants")
@@ -184,6 +191,10 @@ class Outcome:
         if self.infra:
             reason = f"{reason[:-1]}; {counted(len(self.infra), 'variant')} lost to infrastructure errors."
             needs_review, missing = True, (*missing, "a rerun free of infrastructure errors")
+        if self.expected and mode != "skip":
+            reason = (f"{reason[:-1]}; {counted(len(self.expected), 'other variant')} xfailed on every attempt: upstream "
+                      "expects {} to fail, and an xfail leaves a mandatory test green.".format(
+                          "it" if len(self.expected) == 1 else "them"))
         if mode != "skip":
             reason += probe_exclusion_note(self.prev)
         # A skip runs nothing, so it carries no edits.
@@ -231,10 +242,10 @@ def _failure_rules(o: Outcome) -> Decision | None:
             # tests run in (upstream test_utils_config_module's test_env_name_semantics failed in
             # the draft and on CPU, passed in the verification: strict, the night went red), and
             # its passing says nothing about the backend.
-            return o.make("xfail", f"Xfail: every variant failed on every attempt with {first.why()}"
+            return o.make("xfail", f"Xfail: every variant {first.verb()} with {first.why()}"
                           f"{_on_cpu_too(o.prev)}; not strict: a pass of an upstream failure says nothing "
                           f"of the backend{o.exclusion_clause(cpu_note=False)}.")
-        return o.make("xfail_strict", f"Xfail strict: every variant failed on every attempt with {first.why()}"
+        return o.make("xfail_strict", f"Xfail strict: every variant {first.verb()} with {first.why()}"
                       ", so an unexpected pass will signal promotion"
                       f"{o.exclusion_clause(cpu_note=False)}.")
     passing = [v for v in o.remaining if v.status != "failed"]  # rule partial_failure
@@ -327,6 +338,11 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                             f"on the device: {'; '.join(dict.fromkeys(w for w in own if w))}.", lines)
         return decision(prev.test, "skip", f"Skip: every variant was skipped on the device by the test itself "
                         f"({quote(skipped.message) if skipped.message else 'no reason given'}).", lines)
+    # Upstream's expected failures beside variants that pass are kept, not excluded: they stay
+    # green under mandatory_success (upstream test_testing's subtest expectedFailure values).
+    expected = [v for v in usable if v.expected] if prev.mode != "skip" else []
+    expected = expected if len(expected) < len(usable) else []
+    usable = [v for v in usable if v not in expected]
     failing = [v for v in usable if v.status == "failed"]
     dtypes, ops, modules, unexplained = _attribute(failing, usable)
     ops |= _crashing_ops(unexplained, usable, ops)
@@ -337,7 +353,7 @@ def decide_refine(req: RefineRequest, backend: BackendContext, wishes: Sequence[
                  and v.rec.module not in modules and not any(p in params for p in v.rec.params)]
     if failing and not remaining:  # the whole test fails: no exclusion, the mode says so
         dtypes, ops, modules, params, unexplained, remaining = set(), set(), set(), {}, failing, usable
-    o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining, params)
+    o = Outcome(prev, usable, infra, dtypes, ops, modules, unexplained, remaining, params, expected)
     if prev.mode == "skip":  # rule previous skip: execution only proposes
         if failing or any(v.status != "passed" for v in usable):
             return prev
