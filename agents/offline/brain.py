@@ -35,6 +35,9 @@ upstream_skip         @unittest.skip -> skip; @unittest.expectedFailure -> xfail
 takes_privateuse1     on a privateuse1 backend, the test registers privateuse1's device module
                       or renames it for a dummy of its own -> xfail (torch refuses: the
                       backend loaded in the process holds it), needs_review
+checkpoint            on a privateuse1 backend without the amp hook, the test calls
+                      torch.utils.checkpoint -> skip (it restores the device's autocast
+                      state whatever device its tensors are on: a CPU-only test too)
 needs                 needs a hook the backend lacks (autograd, compile, inductor, distributed,
                       sparse, quantized, nested, jit, export, onnx, amp, complex), or an area a
                       preference excludes (double backward, multi-device) -> skip; not for a
@@ -60,8 +63,10 @@ enabling an op or dtype there admits every test waiting on it. Only known gaps
 (``unsupported_ops``/``unsupported_dtypes``, hooks, preferences) become edits.
 
 Stage 4, refine (per test, from its variants' records; outcomes ``crashed``/``xfailed``
-count as failures, ``xpassed`` as a pass; ``infrastructure``/``transient`` records and
-all-skipped variants are not evidence):
+count as failures, ``xpassed`` as a pass, except that variants which xfailed on every attempt
+beside variants that pass are upstream's own expected failures, kept and green under
+mandatory_success; ``infrastructure``/``transient`` records and all-skipped variants are not
+evidence):
 
 ====================  =====================================================================
 (re-bucket)           no previous decision, or one the capability rails now reject (a gap
