@@ -193,11 +193,18 @@ USED = """    def test_sort(self, device):
 TYPE_USED = """    def test_sort(self, device):
         x = torch.ones(10).to(self.device_type)
 """
+CPU_NAMED = """    def test_sort_cpu(self):
+        x = make_tensor((5,), dtype=torch.float32, device="cpu")
+        y = torch.ones(10, device=torch.device('cpu')).sort()
+"""
+CPU_AND_OWN = """    def test_sort(self, device):
+        x = torch.ones(10, device="cpu").to(device)
+"""
 
 
 @pytest.mark.parametrize(("source", "mode"), [
     (UNUSED, "mandatory_success"), (NO_PARAM, "mandatory_success"), (USED, "xfail_strict"),
-    (TYPE_USED, "xfail_strict"), ("", "xfail_strict"),
+    (TYPE_USED, "xfail_strict"), (CPU_NAMED, "mandatory_success"), (CPU_AND_OWN, "xfail_strict"), ("", "xfail_strict"),
     ("    def test_sort(self, device):\n" + "        pass\n" * 70, "xfail_strict"),  # cut: not known
 ])
 def test_a_test_that_never_uses_its_device_is_not_held_to_the_devices_gaps(source: str, mode: str) -> None:
