@@ -356,6 +356,9 @@ REFINE_CASES = [
     # an xfail leaves a mandatory test green (upstream test_testing's subtest expectedFailure).
     (OPS_TEST, "mandatory_success", (P_F32, P_F32_MUL, P_BF16_MUL, X_BF16), "mandatory_success", (), (), False, (),
      "all 3 variants passed on every attempt; 1 other variant xfailed on every attempt: upstream expects it to fail"),
+    # ... but not beside failures alone: then they fail with the rest.
+    (OPS_TEST, "mandatory_success", (F_MUL_OP, F_BF16_MUL, X_BF16), "xfail_strict", (), (), False, (),
+     "every variant failed on every attempt"),
     (OPS_TEST, "mandatory_success", (P_F32, P_F32_MUL, F_BF16, F_BF16_MUL), "mandatory_success", ("bfloat16",), (),
      False, (), "bfloat16 excluded (test_compare_cpu_add_curatedev_bfloat16 failed on every attempt with "
      "numerical_mismatch (`AssertionError: Tensor-likes are not close!`)"),
