@@ -35,9 +35,6 @@ upstream_skip         @unittest.skip -> skip; @unittest.expectedFailure -> xfail
 takes_privateuse1     on a privateuse1 backend, the test registers privateuse1's device module
                       or renames it for a dummy of its own -> xfail (torch refuses: the
                       backend loaded in the process holds it), needs_review
-checkpoint            on a privateuse1 backend without the amp hook, the test calls
-                      torch.utils.checkpoint -> skip (it restores the device's autocast
-                      state whatever device its tensors are on: a CPU-only test too)
 needs                 needs a hook the backend lacks (autograd, compile, inductor, distributed,
                       sparse, quantized, nested, jit, export, onnx, amp, complex), or an area a
                       preference excludes (double backward, multi-device) -> skip; not for a

@@ -197,26 +197,6 @@ def bucket_takes_privateuse1(req: BucketRequest, f: Facts, backend: BackendConte
                     needs_review=True, missing=("result on device",))
 
 
-# Activation checkpointing (torch.utils.checkpoint) saves and restores the autocast state of
-# the privateuse1 device too, whatever device the test's tensors are on: without an autocast
-# module torch asserts ("Tried to use AMP with the `openreg` backend"), a CPU-only test included
-# (upstream test_module_tracker's test_confused_hierarchy on OpenReg).
-_CHECKPOINTS = re.compile(r"\butils\.checkpoint\.checkpoint(_sequential)?\(|(?<![\w.])checkpoint(_sequential)?\((?!self\b)")
-
-
-def bucket_checkpoint(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
-    if _device_kind(backend.device) != PU1 or f.hooks is None or "amp" in f.hooks:
-        return None
-    match = _CHECKPOINTS.search(req.source)
-    if match is None:
-        return None
-    line = req.source[req.source.rfind("\n", 0, match.start()) + 1:].split("\n", 1)[0]
-    return decision(req.test, "skip", f"Skip: it checkpoints activations (source: {quote(line)}), which saves and "
-                    f"restores the autocast state of {backend.name}, the privateuse1 backend, whatever device the "
-                    f"tensors are on, and {backend.name} does not implement the amp hook.",
-                    (f"source: {quote(line)}", f"backend hooks: {', '.join(sorted(f.hooks)) or 'none'}"))
-
-
 def bucket_known_missing_op(req: BucketRequest, f: Facts, backend: BackendContext, d: Draft) -> Decision | None:
     missing = sorted({op for op in req.aten_ops if backend.op_unsupported(op)})
     if not missing:
@@ -325,8 +305,7 @@ def bucket_default(req: BucketRequest, f: Facts, backend: BackendContext, d: Dra
 BucketRule = Callable[[BucketRequest, Facts, BackendContext, Draft], "Decision | None"]
 BUCKET_RULES: tuple[tuple[str, BucketRule], ...] = (
     ("other_device", bucket_other_device), ("upstream_skip", bucket_upstream_skip),
-    ("fails_on_cpu", bucket_fails_on_cpu), ("takes_privateuse1", bucket_takes_privateuse1),
-    ("checkpoint", bucket_checkpoint), ("needs", bucket_needs),
+    ("fails_on_cpu", bucket_fails_on_cpu), ("takes_privateuse1", bucket_takes_privateuse1), ("needs", bucket_needs),
     ("known_missing_op", bucket_known_missing_op), ("ops", bucket_ops), ("dtypes", bucket_dtypes),
     ("probe", bucket_probe), ("partly_fails_on_cpu", bucket_partly_fails_on_cpu), ("similar", bucket_similar),
     ("default", bucket_default),

@@ -52,8 +52,7 @@ CPU_FAILED = "capture on CPU: "
 # dtype the device lacks does not clear the op's gaps for the others (memory/capability.py), and a
 # test whose CPU failures are all left out by its edits is not xfailed for them; 10: refine excludes an
 # @ops op at the one dtype it failed in where no dtype and no op alone separates the failures; 12: refine
-# keeps upstream's expected failures beside passes, and a test that checkpoints activations on a
-# privateuse1 backend without amp is skipped, and a test naming only the CPU outright never uses its device
+# keeps upstream's expected failures beside passes, and a test naming only the CPU outright never uses its device
 RULES_VERSION = "offline-rules/12"
 RULES_HASH = "offline-" + hashlib.sha256(RULES_VERSION.encode()).hexdigest()[:16]
 MAX_QUOTE = 160

@@ -182,18 +182,6 @@ BUCKET_CASES = [
     (BACKEND, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "excludes"),
     (PLAIN, breq(source="opt = torch.compile(fn)\n"), "skip", (), (), False, "needs the compile hook"),
     (PLAIN, breq(source="s = x.to_sparse()\n"), "skip", (), (), False, "needs the sparse hook"),
-    # Activation checkpointing restores the privateuse1 device's autocast state, whatever device
-    # the tensors are on: without amp it fails, a CPU-only test too (upstream
-    # test_module_tracker's test_confused_hierarchy on OpenReg).
-    (PLAIN, breq(source="res = checkpoint(lambda inp: mod(inp), inp)\n", cpu_outcomes=("passed",)), "skip", (), (),
-     False, "checkpoints activations (source: `res = checkpoint(lambda inp: mod(inp), inp)`)"),
-    (PLAIN, breq(source="y = torch.utils.checkpoint.checkpoint(f, x)\n"), "skip", (), (), False, "amp hook"),
-    (replace(PLAIN, hooks=("eager_ops", "amp")), breq(source="res = checkpoint(f, inp)\n", aten_ops=("aten::add.Tensor",)),
-     "mandatory_success", (), (), False, "Mandatory"),
-    (PLAIN, breq(source="self.checkpoint(state)\nsave_checkpoint(x)\n", aten_ops=("aten::add.Tensor",)),
-     "mandatory_success", (), (), False, "Mandatory"),
-    (CUDA, breq(source="res = checkpoint(f, inp)\n", aten_ops=("aten::add.Tensor",)), "mandatory_success", (), (),
-     False, "Mandatory"),
     # A plain test that names no device runs on CPU on the backend's CI too: a hook the backend
     # lacks cannot fail it (upstream test_out_dtype_op's torch.export tests pass on OpenReg)...
     (PLAIN, breq(source="def test_a(self):\n    ep = torch.export.export(m, (x,))\n", cpu_outcomes=("passed",)),
