@@ -66,11 +66,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _pytest.runner import CallInfo, runtestprotocol
+from _pytest.runner import runtestprotocol
 
 from testcurator.names import split_dtypes
 from testcurator.plugin.forks.handles import Cell, Zygote, ZygoteGone, died, kill
-from testcurator.plugin.forks.serve import run_child
+from testcurator.plugin.forks.serve import run_child, teardown_to
 from testcurator.plugin.identity import IDENTITY_KEY, item_identity
 from testcurator.plugin.optionset import existing_file, first_time, positive_mb
 from testcurator.tiers import tier_key
@@ -166,7 +166,7 @@ class IsolatePlugin:
         where = (zygote, self._index[id(item)], self._index[id(nextitem)] if nextitem is not None else -1) \
             if zygote is not None and id(item) in self._index else None
         reports = self._in_cell(cell, item, nextitem, timeout) if cell is not None else run_forked(item, nextitem, timeout, where)
-        torn = _teardown_to(item, nextitem)
+        torn = teardown_to(item, nextitem)
         if torn is not None:  # a fixture of this process failed its teardown: this test's teardown says so
             reports = [r for r in reports if r.when != "teardown" or r.failed] + [torn]
         for report in reports:
@@ -206,15 +206,6 @@ class IsolatePlugin:
         except ZygoteGone:  # it died with the zygote, not of the test: run it here
             return runtestprotocol(item, log=False, nextitem=nextitem)
         return [died(item, status, text, start, time.time(), timeout)]
-
-
-def _teardown_to(item: pytest.Item, nextitem: pytest.Item | None) -> pytest.TestReport | None:
-    """Tear this process's fixtures down to ``nextitem``'s, as pytest's own teardown phase
-    would have; a failed teardown report, or None."""
-    call = CallInfo.from_call(lambda: item.session._setupstate.teardown_exact(nextitem), when="teardown")
-    if call.excinfo is None:
-        return None
-    return pytest.TestReport.from_item_and_call(item, call)
 
 
 def run_forked(item: pytest.Item, nextitem: pytest.Item | None, timeout: float | None,

@@ -34,7 +34,8 @@ serializes reports (pickled: a skip's ``(path, line, reason)`` stays a tuple), a
 their parent (``PR_SET_PDEATHSIG``), which dies with the pytest process. Linux only.
 
 ``serve.py`` is what runs in the forked processes (the zygote's loop, a child's test, a
-cell's loop, their messages and memory readings); ``handles.py`` the pytest process's end of
+cell's loop, their messages and memory readings, and the teardown to a given test's fixtures
+that a cell and the pytest process both do); ``handles.py`` the pytest process's end of
 them (:class:`~testcurator.plugin.forks.handles.Zygote`, :class:`~testcurator.plugin.forks.handles.Cell`,
 the report of a test whose process died). Used by ``plugin/isolate.py``; the runner reads
 :func:`~testcurator.plugin.forks.handles.report_died`.

@@ -71,6 +71,15 @@ def run_child(item: pytest.Item, nextitem: pytest.Item | None, out: Path, fault:
         os._exit(code)  # no atexit, no session teardown, nothing sent to an xdist controller
 
 
+def teardown_to(item: pytest.Item, target: pytest.Item | None) -> pytest.TestReport | None:
+    """Tear this process's fixtures down to ``target``'s (None: all of them), as pytest's own
+    teardown phase would have; ``item``'s failed teardown report, or None."""
+    call = CallInfo.from_call(lambda: item.session._setupstate.teardown_exact(target), when="teardown")
+    if call.excinfo is None:
+        return None
+    return pytest.TestReport.from_item_and_call(item, call)
+
+
 def run_cell(items: list[pytest.Item], path: Path, fault: Path) -> None:
     code = 1
     try:
@@ -86,7 +95,7 @@ def run_cell(items: list[pytest.Item], path: Path, fault: Path) -> None:
             # The tests since this cell's last ran elsewhere (isolated, in forks): its fixtures
             # were torn down to the next of those, so tear them down to this one's, else its
             # setup finds them ("previous item was not torn down properly").
-            torn = CallInfo.from_call(lambda: item.session._setupstate.teardown_exact(item), when="teardown")
+            torn = teardown_to(item, item)
             memory = _limit(config)
             if memory is not None:
                 memory.arm()
@@ -95,8 +104,8 @@ def run_cell(items: list[pytest.Item], path: Path, fault: Path) -> None:
             finally:
                 if memory is not None:
                     memory.disarm()
-            if torn.excinfo is not None:  # a fixture of an earlier test failed its teardown: this test's says so
-                reports = [r for r in reports if r.when != "teardown"] + [pytest.TestReport.from_item_and_call(item, torn)]
+            if torn is not None:  # a fixture of an earlier test failed its teardown: this test's says so
+                reports = [r for r in reports if r.when != "teardown"] + [torn]
             now, grown = time.monotonic(), resident_mb() - resident
             if request["last"] or now - measured >= MEASURE_EVERY or grown >= GROWN_MB:
                 measured, held, resident = now, private_mb(), resident + grown
